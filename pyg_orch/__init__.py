@@ -1,0 +1,12 @@
+"""pyg_orch: fast sample-based GNN training for PyTorch Geometric.
+
+Follows NeutronOrch (PVLDB 2024): frequently sampled ("hot") vertices get their
+bottom-layer aggregation from the CPU while the device trains the rest.
+"""
+
+from pyg_orch.loader import OrchNeighborLoader
+from pyg_orch.sampling import OrchNeighborSampler
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["OrchNeighborLoader", "OrchNeighborSampler", "__version__"]

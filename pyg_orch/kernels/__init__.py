@@ -1,0 +1,1 @@
+"""Numba kernels: plain module-level functions on NumPy arrays, no torch."""

@@ -1,0 +1,35 @@
+"""Shared fixtures: small graphs with known structure."""
+
+import pytest
+import torch
+from torch_geometric.data import Data
+
+
+def random_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Data:
+    """A random directed multigraph-free graph with skewed degrees and features.
+
+    Destinations are drawn from a skewed distribution so that some nodes have
+    many neighbours, some few and some none (isolated).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    weights = torch.arange(1, num_nodes + 1, dtype=torch.float).pow(-0.8)
+    dst = torch.multinomial(weights, num_edges, replacement=True, generator=generator)
+    src = torch.randint(num_nodes, (num_edges,), generator=generator)
+    edge_index = torch.stack([src, dst])
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    edge_index = torch.unique(edge_index, dim=1)
+    edge_index = edge_index[:, torch.randperm(edge_index.size(1), generator=generator)]
+    x = torch.randn(num_nodes, 8, generator=generator)
+    return Data(
+        x=x,
+        edge_index=edge_index,
+        edge_attr=torch.arange(edge_index.size(1), dtype=torch.float),
+        num_nodes=num_nodes,
+    )
+
+
+@pytest.fixture(scope="session")
+def cora():
+    from pyg_orch.datasets import load_cora
+
+    return load_cora()

@@ -1,0 +1,269 @@
+"""The Numba sampler against the graph, PyG's conventions and exact references."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import random_graph
+from scipy.stats import chisquare
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.nn import GraphSAGE
+from torch_geometric.sampler import NodeSamplerInput
+
+from pyg_orch import OrchNeighborLoader, OrchNeighborSampler
+from pyg_orch.kernels.sample import sample_layers
+from pyg_orch.sampling import _backend_available
+
+
+def edge_keys(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    return edge_index[0].long() * num_nodes + edge_index[1].long()
+
+
+def in_degree(data: Data) -> torch.Tensor:
+    return torch.bincount(data.edge_index[1].long(), minlength=data.num_nodes)
+
+
+def check_batch(batch: Data, data: Data, fanouts: list[int], replace: bool = False):
+    """Asserts everything a valid layered NeighborLoader batch must satisfy."""
+    n_id, local = batch.n_id, batch.edge_index
+    nodes_per_hop, edges_per_hop = batch.num_sampled_nodes, batch.num_sampled_edges
+    assert len(nodes_per_hop) == len(fanouts) + 1
+    assert len(edges_per_hop) == len(fanouts)
+    assert sum(nodes_per_hop) == n_id.numel() == batch.num_nodes
+    assert sum(edges_per_hop) == local.size(1)
+
+    # Every sampled edge exists in the graph, and e_id names that very edge.
+    sampled = torch.stack([n_id[local[0]], n_id[local[1]]])
+    assert torch.isin(
+        edge_keys(sampled, data.num_nodes), edge_keys(data.edge_index, data.num_nodes)
+    ).all()
+    assert torch.equal(data.edge_index[:, batch.e_id].long(), sampled)
+    assert torch.equal(batch.edge_attr, data.edge_attr[batch.e_id])
+
+    # Nodes past the seeds appear once, each in the hop that found it first.
+    assert n_id[batch.batch_size :].unique().numel() == n_id.numel() - batch.batch_size
+    assert not torch.isin(n_id[batch.batch_size :], n_id[: batch.batch_size]).any()
+
+    node_bounds = np.cumsum([0, *nodes_per_hop])
+    edge_bounds = np.cumsum([0, *edges_per_hop])
+    degree = in_degree(data)
+    for hop, fanout in enumerate(fanouts):
+        src, dst = local[:, edge_bounds[hop] : edge_bounds[hop + 1]]
+        # Hop h's edges point into hop h-1's nodes and come from hops <= h.
+        assert ((dst >= node_bounds[hop]) & (dst < node_bounds[hop + 1])).all()
+        assert (src < node_bounds[hop + 2]).all()
+        if nodes_per_hop[hop + 1] > 0:
+            found = torch.zeros(n_id.numel(), dtype=torch.bool)
+            found[src] = True
+            assert found[node_bounds[hop + 1] : node_bounds[hop + 2]].all()
+        # Each destination gets exactly as many picks as the fan-out allows.
+        frontier = torch.arange(node_bounds[hop], node_bounds[hop + 1])
+        picks = torch.bincount(dst - node_bounds[hop], minlength=frontier.numel())
+        frontier_degree = degree[n_id[frontier]]
+        if fanout < 0:
+            expected = frontier_degree
+        elif replace:
+            expected = torch.where(frontier_degree > 0, fanout, 0)
+        else:
+            expected = frontier_degree.clamp(max=fanout)
+        assert torch.equal(picks, expected)
+        if not replace:
+            keys = batch.e_id[edge_bounds[hop] : edge_bounds[hop + 1]] * n_id.numel()
+            assert (keys + dst).unique().numel() == dst.numel()
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("fanouts", [[5, 3], [15, 10, 5], [-1, 2], [0, 4], [3, 0]])
+def test_batches_are_valid_on_random_graphs(fanouts, replace):
+    data = random_graph(500, 4000, seed=len(fanouts) + replace)
+    loader = OrchNeighborLoader(
+        data, num_neighbors=fanouts, batch_size=37, shuffle=True, replace=replace
+    )
+    for batch in loader:
+        check_batch(batch, data, fanouts, replace)
+
+
+def test_batches_are_valid_on_cora(cora):
+    fanouts = [15, 10, 5]
+    loader = OrchNeighborLoader(
+        cora, num_neighbors=fanouts, input_nodes=cora.train_mask, batch_size=32
+    )
+    cora = cora.clone()
+    cora.edge_attr = torch.arange(cora.num_edges, dtype=torch.float)
+    loader.data = cora
+    batches = list(loader)
+    assert sum(b.batch_size for b in batches) == int(cora.train_mask.sum())
+    for batch in batches:
+        check_batch(batch, cora, fanouts)
+        assert torch.equal(batch.x, cora.x[batch.n_id])
+
+
+def reference_full_neighbourhood(data: Data, seeds: list[int], hops: int):
+    """Plain-Python breadth-first sampling with fan-out -1, in PyG's order."""
+    neighbours: dict[int, list[int]] = {}
+    for src, dst in data.edge_index.t().tolist():
+        neighbours.setdefault(dst, []).append(src)
+    order, local = list(seeds), {}
+    for position, node in enumerate(seeds):
+        local.setdefault(node, position)
+    edges, begin = set(), 0
+    for _ in range(hops):
+        end = len(order)
+        for dst_position in range(begin, end):
+            for src in neighbours.get(order[dst_position], []):
+                if src not in local:
+                    local[src] = len(order)
+                    order.append(src)
+                edges.add((src, order[dst_position]))
+        begin = end
+    return order, edges
+
+
+def test_all_neighbours_match_a_plain_reference():
+    data = random_graph(300, 1500, seed=3)
+    seeds = torch.tensor([5, 17, 5, 250, 0])
+    sampler = OrchNeighborSampler(data, num_neighbors=[-1, -1])
+    out = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
+    order, edges = reference_full_neighbourhood(data, seeds.tolist(), hops=2)
+    assert set(out.node.tolist()) == set(order)
+    assert out.node[:5].tolist() == seeds.tolist()
+    sampled = set(
+        zip(out.node[out.row].tolist(), out.node[out.col].tolist(), strict=True)
+    )
+    # Duplicate seeds are sampled once per position, as pyg-lib does.
+    assert sampled == edges
+
+
+def hub_pick_counts(degree: int, fanout: int, replace: bool, rounds: int):
+    """How often each neighbour of one hub is picked over ``rounds`` batches."""
+    edge_index = torch.stack([torch.arange(1, degree + 1), torch.zeros(degree).long()])
+    data = Data(edge_index=edge_index, num_nodes=degree + 1)
+    sampler = OrchNeighborSampler(data, num_neighbors=[fanout], replace=replace)
+    counts = torch.zeros(degree + 1, dtype=torch.long)
+    hub = NodeSamplerInput(input_id=None, node=torch.tensor([0]))
+    torch.manual_seed(12345)
+    for _ in range(rounds):
+        out = sampler.sample_from_nodes(hub)
+        counts += torch.bincount(out.node[out.row], minlength=degree + 1)
+    return counts[1:]
+
+
+@pytest.mark.parametrize(
+    "degree,fanout,replace",
+    [(50, 5, False), (50, 40, False), (1000, 15, False), (30, 10, True)],
+)
+def test_picks_are_uniform(degree, fanout, replace):
+    # (50, 5) runs Floyd's algorithm, (50, 40) selection sampling.
+    rounds = 4000
+    counts = hub_pick_counts(degree, fanout, replace, rounds)
+    assert counts.sum() == rounds * fanout
+    expected = np.full(degree, rounds * fanout / degree)
+    assert chisquare(counts.numpy(), expected).pvalue > 1e-3
+
+
+def test_pick_test_detects_a_biased_sampler():
+    # The chi-square test above must be able to fail: move a fifth of the picks
+    # of the last ten neighbours to the first ten, as a biased sampler would.
+    counts = hub_pick_counts(50, 5, False, 4000).numpy()
+    counts[:10] += 80
+    counts[-10:] -= 80
+    expected = np.full(50, counts.sum() / 50)
+    assert chisquare(counts, expected).pvalue < 1e-3
+
+
+def test_trim_to_layer_equals_untrimmed_output(cora):
+    torch.manual_seed(0)
+    loader = OrchNeighborLoader(cora, num_neighbors=[10, 5, 3], batch_size=64)
+    model = GraphSAGE(cora.num_features, 32, num_layers=3, out_channels=7).eval()
+    for batch in list(loader)[:5]:
+        full = model(batch.x, batch.edge_index)[: batch.batch_size]
+        trimmed = model(
+            batch.x,
+            batch.edge_index,
+            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+            num_sampled_edges_per_hop=batch.num_sampled_edges,
+        )[: batch.batch_size]
+        assert torch.allclose(full, trimmed, atol=1e-5)
+
+
+def batch_tensors(loader) -> list[tuple[torch.Tensor, ...]]:
+    return [(b.n_id, b.edge_index, b.e_id, b.input_id) for b in loader]
+
+
+def test_same_seed_gives_same_batches():
+    data = random_graph(400, 3000, seed=1)
+    loader = OrchNeighborLoader(data, num_neighbors=[6, 4], batch_size=50, shuffle=True)
+    torch.manual_seed(7)
+    first = batch_tensors(loader)
+    torch.manual_seed(7)
+    second = batch_tensors(loader)
+    torch.manual_seed(8)
+    other = batch_tensors(loader)
+    for a, b in zip(first, second, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(torch.equal(a[0], c[0]) for a, c in zip(first, other, strict=True))
+
+
+@pytest.mark.parametrize("filter_per_worker", [True, False])
+def test_worker_processes_give_valid_batches(filter_per_worker):
+    data = random_graph(400, 3000, seed=2)
+    fanouts = [5, 3]
+    loader = OrchNeighborLoader(
+        data,
+        num_neighbors=fanouts,
+        batch_size=40,
+        shuffle=True,
+        num_workers=2,
+        filter_per_worker=filter_per_worker,
+    )
+    seen = []
+    for batch in loader:
+        check_batch(batch, data, fanouts)
+        seen.append(batch.n_id[: batch.batch_size])
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(data.num_nodes))
+
+
+def test_int32_edge_index_and_bidirectional_subgraphs():
+    data = random_graph(200, 1000, seed=4)
+    data.edge_index = data.edge_index.int()
+    loader = OrchNeighborLoader(data, num_neighbors=[4, 2], batch_size=20)
+    for batch in loader:
+        check_batch(batch, data, [4, 2])
+    symmetric = random_graph(200, 1000, seed=5)
+    symmetric.edge_index = torch.cat(
+        [symmetric.edge_index, symmetric.edge_index.flip(0)], dim=1
+    ).unique(dim=1)
+    symmetric.edge_attr = None
+    loader = OrchNeighborLoader(
+        symmetric, num_neighbors=[3, 2], batch_size=20, subgraph_type="bidirectional"
+    )
+    batch = next(iter(loader))
+    keys = edge_keys(batch.edge_index, batch.num_nodes)
+    assert torch.isin(edge_keys(batch.edge_index.flip(0), batch.num_nodes), keys).all()
+
+
+def test_kernel_is_cached_and_releases_the_gil():
+    assert sample_layers.targetoptions["nogil"] is True
+    assert sample_layers._cache.__class__.__name__ == "FunctionCache"
+
+
+def hetero_graph() -> HeteroData:
+    data = HeteroData()
+    data["a"].num_nodes = 3
+    data["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    return data
+
+
+@pytest.mark.skipif(_backend_available(), reason="PyG's own backend is installed")
+@pytest.mark.parametrize(
+    "data,options,named",
+    [
+        (hetero_graph(), {}, "HeteroData"),
+        (random_graph(10, 20), {"time_attr": "time"}, "time_attr"),
+        (random_graph(10, 20), {"subgraph_type": "induced"}, "induced"),
+        (random_graph(10, 20), {"disjoint": True}, "disjoint"),
+        (random_graph(10, 20), {"weight_attr": "edge_attr"}, "weight_attr"),
+    ],
+)
+def test_unsupported_options_name_themselves(data, options, named):
+    with pytest.raises(NotImplementedError, match=named):
+        OrchNeighborLoader(data, num_neighbors=[2, 2], **options)

@@ -1,0 +1,749 @@
+"""Dataset loaders and a fast synthetic power-law graph generator.
+
+Every loader returns a :class:`torch_geometric.data.Data` with ``x`` (float32),
+``y`` (int64, 1-D), ``edge_index`` (int64, ``[2, E]``) and boolean
+``train_mask``/``val_mask``/``test_mask``. Cora ships inside the package, so the
+default dataset never needs the network.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from pyg_orch.kernels.power_law import (
+    alias_table,
+    count_rows,
+    fill_edge_index,
+    fill_features,
+    fill_rows,
+    merge_rows,
+    sample_pairs,
+    sort_unique_rows,
+)
+
+__all__ = [
+    "default_root",
+    "load_cora",
+    "load_dataset",
+    "load_npz",
+    "load_ogb",
+    "load_planetoid",
+    "power_law_graph",
+    "random_split_masks",
+]
+
+PathLike = str | os.PathLike[str]
+
+_PLANETOID_NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
+_SYNTHETIC_NAMES = ("power-law", "synthetic")
+_SYNTHETIC_NUM_NODES = 100_000
+_NPZ_LAYOUT = (
+    "expected an .npz with 'edge_index' int64 [2, E], 'y' int64 [N] and either "
+    "dense 'x' float32 [N, F] or CSR parts 'x_data', 'x_indices', 'x_indptr', "
+    "'x_shape'"
+)
+_CSR_KEYS = ("x_data", "x_indices", "x_indptr", "x_shape")
+
+# Work is cut into fixed-size chunks (independent of the thread count) so the
+# output only depends on the seed, never on how many cores ran it.
+_EDGE_CHUNK = 1 << 21
+_ROW_CHUNK = 1 << 16
+# Duplicate pairs between hubs are dropped, so sampling is topped up until the
+# edge count lands within this relative tolerance of the target.
+_EDGE_TOLERANCE = 0.02
+_MAX_ROUNDS = 6
+_MAX_CSR_SLICES = 4
+# Per-dimension noise std relative to sqrt(num_features) for unit-variance
+# centroids: nearest-centroid accuracy on raw features stays well below 100%
+# while averaging over homophilous neighbours recovers most of the signal.
+_FEATURE_NOISE = 0.5
+
+
+def default_root() -> Path:
+    """Returns the directory where datasets are stored by default.
+
+    ``$PYG_ORCH_HOME`` when set, otherwise ``~/.cache/pyg_orch``.
+
+    Returns:
+        The dataset root directory (not created).
+
+    Example:
+        >>> root = default_root()  # e.g. PosixPath('/home/me/.cache/pyg_orch')
+        >>> data = load_cora(root)  # same as load_cora()
+    """
+    env = os.environ.get("PYG_ORCH_HOME")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "pyg_orch"
+
+
+def _resolve_root(root: PathLike | None) -> Path:
+    return default_root() if root is None else Path(root).expanduser()
+
+
+# --------------------------------------------------------------------------
+# Planetoid / Cora
+# --------------------------------------------------------------------------
+
+
+def _copy_packaged_cora(raw_dir: Path) -> None:
+    # Planetoid writes `processed/` next to `raw/`, and the installed package
+    # may be read-only, so the shipped raw files are copied to a writable root.
+    packaged = files("pyg_orch") / "data" / "Cora" / "raw"
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    for item in packaged.iterdir():
+        target = raw_dir / item.name
+        if not item.name.startswith("ind.cora.") or target.exists():
+            continue
+        # Write-then-rename so a concurrent loader never sees a partial file.
+        fd, tmp = tempfile.mkstemp(dir=raw_dir, prefix=f".{item.name}.")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(item.read_bytes())
+        os.replace(tmp, target)
+
+
+def _planetoid(root: Path, name: str) -> Data:
+    from torch_geometric.datasets import Planetoid
+
+    data = Planetoid(str(root), name)[0]
+    return Data(
+        x=data.x,
+        y=data.y,
+        edge_index=data.edge_index,
+        train_mask=data.train_mask,
+        val_mask=data.val_mask,
+        test_mask=data.test_mask,
+    )
+
+
+def load_cora(root: PathLike | None = None) -> Data:
+    """Loads Cora from the raw files embedded in the package (no download).
+
+    Args:
+        root: Directory holding ``Cora/raw`` and ``Cora/processed``; defaults to
+            :func:`default_root`.
+
+    Returns:
+        Cora with 2708 nodes, 10556 directed edges, 1433 features, 7 classes
+        and the public 140/500/1000 split masks.
+
+    Example:
+        >>> data = load_cora("/tmp/pyg_orch")
+        >>> int(data.train_mask.sum()), data.num_nodes
+        (140, 2708)
+    """
+    root = _resolve_root(root)
+    _copy_packaged_cora(root / "Cora" / "raw")
+    return _planetoid(root, "Cora")
+
+
+def load_planetoid(name: str, root: PathLike | None = None) -> Data:
+    """Loads a Planetoid citation graph (Cora, CiteSeer or PubMed).
+
+    Cora comes from the embedded files; CiteSeer and PubMed are read from
+    ``<root>/<Name>/raw`` and downloaded there by PyG when missing.
+
+    Args:
+        name: ``"Cora"``, ``"CiteSeer"`` or ``"PubMed"`` (case-insensitive).
+        root: Dataset root; defaults to :func:`default_root`.
+
+    Returns:
+        The graph with its public split masks.
+
+    Raises:
+        ValueError: For any other name.
+
+    Example:
+        >>> data = load_planetoid("citeseer", "/tmp/pyg_orch")
+        >>> data.num_nodes
+        3327
+    """
+    canonical = _PLANETOID_NAMES.get(name.lower())
+    if canonical is None:
+        raise ValueError(
+            f"unknown Planetoid dataset {name!r}; expected one of "
+            f"{sorted(_PLANETOID_NAMES.values())}"
+        )
+    if canonical == "Cora":
+        return load_cora(root)
+    return _planetoid(_resolve_root(root), canonical)
+
+
+# --------------------------------------------------------------------------
+# Splits and npz files
+# --------------------------------------------------------------------------
+
+
+def _split_sizes(num_nodes: int, split: Sequence[float]) -> tuple[int, int, int]:
+    if len(split) != 3 or any(f < 0 for f in split) or sum(split) > 1 + 1e-9:
+        raise ValueError(
+            f"split must be three non-negative fractions summing to <= 1, "
+            f"got {tuple(split)}"
+        )
+    num_train = int(split[0] * num_nodes)
+    num_val = int(split[1] * num_nodes)
+    if math.isclose(sum(split), 1.0):
+        # Rounding must not leave nodes out of a split meant to cover them all.
+        return num_train, num_val, num_nodes - num_train - num_val
+    return num_train, num_val, int(split[2] * num_nodes)
+
+
+def random_split_masks(
+    num_nodes: int, split: Sequence[float] = (0.6, 0.2, 0.2), seed: int = 0
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Draws disjoint random train/val/test node masks.
+
+    Args:
+        num_nodes: Number of nodes.
+        split: Train, validation and test fractions; when they sum to 1 every
+            node lands in exactly one mask.
+        seed: Seed of the permutation; equal seeds give equal masks.
+
+    Returns:
+        Boolean ``train_mask``, ``val_mask`` and ``test_mask`` of length
+        ``num_nodes``.
+
+    Raises:
+        ValueError: If ``split`` is not three non-negative fractions with a sum
+            of at most 1.
+
+    Example:
+        >>> train, val, test = random_split_masks(10, (0.6, 0.2, 0.2), seed=0)
+        >>> int(train.sum()), int(val.sum()), int(test.sum())
+        (6, 2, 2)
+    """
+    num_train, num_val, num_test = _split_sizes(num_nodes, split)
+    perm = torch.from_numpy(np.random.default_rng(seed).permutation(num_nodes))
+    bounds = np.cumsum([0, num_train, num_val, num_test])
+    masks = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        mask = torch.zeros(num_nodes, dtype=torch.bool)
+        mask[perm[lo:hi]] = True
+        masks.append(mask)
+    return masks[0], masks[1], masks[2]
+
+
+def _require(arrays: dict[str, np.ndarray], key: str, path: PathLike) -> np.ndarray:
+    if key not in arrays:
+        raise ValueError(f"{path}: missing key {key!r}; {_NPZ_LAYOUT}")
+    return arrays[key]
+
+
+def _csr_to_dense(arrays: dict[str, np.ndarray], path: PathLike) -> np.ndarray:
+    missing = [key for key in _CSR_KEYS if key not in arrays]
+    if missing:
+        raise ValueError(f"{path}: missing key {missing[0]!r}; {_NPZ_LAYOUT}")
+    shape = tuple(int(s) for s in arrays["x_shape"])
+    indptr = arrays["x_indptr"].astype(np.int64)
+    indices, values = arrays["x_indices"], arrays["x_data"]
+    consistent = (
+        len(shape) == 2
+        and indptr.shape == (shape[0] + 1,)
+        and indices.shape == values.shape == (indptr[-1],)
+        and (indices.size == 0 or 0 <= indices.min() <= indices.max() < shape[1])
+    )
+    if not consistent:
+        raise ValueError(f"{path}: inconsistent CSR feature parts; {_NPZ_LAYOUT}")
+    rows = np.repeat(np.arange(shape[0]), np.diff(indptr))
+    x = np.zeros(shape, dtype=np.float32)
+    # add.at sums repeated (row, col) entries, matching scipy's CSR semantics.
+    np.add.at(x, (rows, indices), values.astype(np.float32))
+    return x
+
+
+def _check_npz(x: np.ndarray, y: np.ndarray, edges: np.ndarray, path: PathLike) -> None:
+    num_nodes = y.shape[0] if y.ndim == 1 else -1
+    if num_nodes < 0 or x.ndim != 2 or x.shape[0] != num_nodes:
+        raise ValueError(
+            f"{path}: 'x' has shape {x.shape} and 'y' {y.shape}; {_NPZ_LAYOUT}"
+        )
+    if edges.ndim != 2 or edges.shape[0] != 2:
+        raise ValueError(f"{path}: 'edge_index' has shape {edges.shape}; {_NPZ_LAYOUT}")
+    if edges.size and (edges.min() < 0 or edges.max() >= num_nodes):
+        raise ValueError(
+            f"{path}: 'edge_index' refers to nodes outside [0, {num_nodes})"
+        )
+
+
+def load_npz(
+    path: PathLike, split: Sequence[float] = (0.6, 0.2, 0.2), seed: int = 0
+) -> Data:
+    """Loads a node-classification graph from an ``.npz`` file.
+
+    The file holds ``edge_index`` int64 ``[2, E]``, ``y`` int64 ``[N]`` and
+    features as dense ``x`` float32 ``[N, F]`` or as CSR parts ``x_data``,
+    ``x_indices``, ``x_indptr`` and ``x_shape`` (densified here).
+
+    Args:
+        path: The ``.npz`` file.
+        split: Train/val/test fractions of the random split.
+        seed: Seed of the random split.
+
+    Returns:
+        The graph with dense float32 ``x`` and seeded split masks.
+
+    Raises:
+        ValueError: If a key is missing or the arrays' shapes disagree.
+
+    Example:
+        >>> data = load_npz("amazon_photo.npz", seed=1)
+        >>> data.x.shape
+        torch.Size([7650, 745])
+    """
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    edges = _require(arrays, "edge_index", path)
+    y = _require(arrays, "y", path)
+    x = arrays["x"] if "x" in arrays else _csr_to_dense(arrays, path)
+    _check_npz(x, y, edges, path)
+    train, val, test = random_split_masks(y.shape[0], split, seed)
+    return Data(
+        x=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
+        y=torch.from_numpy(y.astype(np.int64)),
+        edge_index=torch.from_numpy(edges.astype(np.int64)),
+        train_mask=train,
+        val_mask=val,
+        test_mask=test,
+    )
+
+
+# --------------------------------------------------------------------------
+# OGB
+# --------------------------------------------------------------------------
+
+
+def _ogb_name(name: str, root: Path) -> str:
+    """Returns OGB's spelling of ``name``, checked before anything downloads."""
+    import ogb.nodeproppred
+    import pandas as pd
+
+    master = Path(ogb.nodeproppred.__file__).with_name("master.csv")
+    meta = pd.read_csv(master, index_col=0, keep_default_na=False)
+    names = {known.lower(): known for known in meta.columns}
+    if name.lower() not in names:
+        raise ValueError(f"unknown OGB dataset {name!r}; expected one of {list(names)}")
+    name = names[name.lower()]
+    info = meta[name]
+    if info["is hetero"] == "True" or int(info["num tasks"]) != 1:
+        raise ValueError(f"{name} is heterogeneous or multi-task; unsupported")
+    dir_name = name.replace("-", "_")
+    folder = root / f"{dir_name}_pyg"
+    folder = folder if folder.exists() else root / dir_name
+    release = folder / f"RELEASE_v{info['version']}.txt"
+    # OGB calls input() ("Will you update the dataset now?") when the folder
+    # exists without its RELEASE file; fail loudly instead of blocking.
+    if folder.is_dir() and not release.exists():
+        raise RuntimeError(
+            f"{folder} exists but has no {release.name}; remove the folder to "
+            "let OGB download the current release"
+        )
+    return name
+
+
+def _pyg_pickle_classes() -> list[type]:
+    from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import EdgeStorage, GlobalStorage, NodeStorage
+
+    return [DataEdgeAttr, DataTensorAttr, GlobalStorage, NodeStorage, EdgeStorage]
+
+
+def _index_mask(index: Tensor, num_nodes: int) -> Tensor:
+    mask = torch.zeros(num_nodes, dtype=torch.bool)
+    mask[index] = True
+    return mask
+
+
+def _flat_labels(y: Tensor) -> Tensor:
+    y = y.view(-1)
+    if y.is_floating_point():
+        # papers100M marks unlabelled nodes with NaN.
+        y = torch.nan_to_num(y, nan=-1.0)
+    return y.long()
+
+
+def load_ogb(name: str, root: PathLike | None = None) -> Data:
+    """Loads a homogeneous single-task OGB node-property dataset.
+
+    Uses :class:`ogb.nodeproppred.PygNodePropPredDataset`, which downloads the
+    dataset into ``<root>/<name with _>`` unless it is already there. Edges are
+    returned as OGB stores them (ogbn-arxiv stays directed).
+
+    Args:
+        name: An ``ogbn-*`` name, e.g. ``"ogbn-arxiv"`` or ``"ogbn-products"``
+            (case-insensitive).
+        root: Dataset root; defaults to :func:`default_root`.
+
+    Returns:
+        The graph with 1-D int64 ``y`` (-1 for unlabelled nodes) and masks from
+        the official ``get_idx_split()``.
+
+    Raises:
+        ValueError: For unknown, heterogeneous or multi-task datasets.
+
+    Example:
+        >>> data = load_ogb("ogbn-arxiv", "/tmp/pyg_orch")
+        >>> int(data.train_mask.sum())
+        90941
+    """
+    from ogb.nodeproppred import PygNodePropPredDataset
+
+    root = _resolve_root(root)
+    name = _ogb_name(name, root)
+    # ogb 1.3.6 calls torch.load() with torch>=2.6's weights_only default, which
+    # refuses PyG's own storage classes unless they are allowlisted.
+    with torch.serialization.safe_globals(_pyg_pickle_classes()):
+        dataset = PygNodePropPredDataset(name=name, root=str(root))
+        data = dataset[0]
+        split = dataset.get_idx_split()
+    num_nodes = int(data.num_nodes)
+    return Data(
+        x=data.x.float(),
+        y=_flat_labels(data.y),
+        edge_index=data.edge_index.long(),
+        train_mask=_index_mask(split["train"], num_nodes),
+        val_mask=_index_mask(split["valid"], num_nodes),
+        test_mask=_index_mask(split["test"], num_nodes),
+    )
+
+
+# --------------------------------------------------------------------------
+# Synthetic power-law graphs: orchestration
+# --------------------------------------------------------------------------
+
+
+def _num_threads() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
+def _run_tasks(task: Callable[[int], object], count: int) -> None:
+    if count <= 1 or _num_threads() == 1:
+        for index in range(count):
+            task(index)
+        return
+    # The numba kernels release the GIL, so plain threads run them in parallel
+    # without touching numba's threading layer (fork-safety).
+    with ThreadPoolExecutor(min(_num_threads(), count)) as pool:
+        list(pool.map(task, range(count)))
+
+
+def _run_chunks(work: Callable[[int, int], object], total: int, chunk: int) -> None:
+    bounds = [(lo, min(lo + chunk, total)) for lo in range(0, total, chunk)]
+    _run_tasks(lambda index: work(*bounds[index]), len(bounds))
+
+
+def _symmetric_csr(src: np.ndarray, dst: np.ndarray, num_nodes: int):
+    """CSR holding both directions of every non-loop pair (unsorted, repeats)."""
+    # Each thread scatters its own slice of pairs into private slots of every
+    # row (row v holds slice 0's entries, then slice 1's, ...), so threads
+    # never write the same place and need no atomics. Few slices: each costs
+    # a full-length cursor array.
+    num_slices = min(_num_threads(), _MAX_CSR_SLICES)
+    cuts = np.linspace(0, len(src), num_slices + 1).astype(np.int64)
+    slices = [(lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:], strict=True)]
+    counts = np.zeros((len(slices), num_nodes), np.int64)
+
+    def count(t: int) -> None:
+        lo, hi = slices[t]
+        count_rows(src[lo:hi], dst[lo:hi], counts[t])
+
+    _run_tasks(count, len(slices))
+    indptr = np.zeros(num_nodes + 1, np.int64)
+    np.cumsum(counts.sum(axis=0), out=indptr[1:])
+    cursors = np.cumsum(counts, axis=0)
+    cursors -= counts
+    cursors += indptr[:-1]
+    cols = np.empty(indptr[-1], np.int32)
+
+    def fill(t: int) -> None:
+        lo, hi = slices[t]
+        fill_rows(src[lo:hi], dst[lo:hi], cursors[t], cols)
+
+    _run_tasks(fill, len(slices))
+    return indptr, cols
+
+
+def _rank_weights(num_nodes: int, avg_degree: float, exponent: float) -> np.ndarray:
+    """Power-law weights ``(r + r0)^(-1/(exponent-1))`` by rank ``r``.
+
+    The offset ``r0 >= 1`` caps the largest expected degree near the Chung-Lu
+    natural cutoff ``sqrt(num_nodes * avg_degree)``; without it the top hub of
+    a large graph would expect more neighbours than there are nodes.
+    """
+    a = 1.0 / (exponent - 1.0)
+    target = math.sqrt(num_nodes / avg_degree)  # max weight / mean weight
+
+    def ratio(r0: float) -> float:
+        lo, hi = r0 - 0.5, num_nodes + r0 - 0.5  # midpoint-rule integral bounds
+        total = (
+            math.log(hi / lo) if a == 1.0 else (hi ** (1 - a) - lo ** (1 - a)) / (1 - a)
+        )
+        return num_nodes * r0 ** (-a) / total
+
+    lo, hi = 1.0, float(num_nodes) * 1e6
+    if ratio(lo) > target:
+        for _ in range(100):  # bisection in log space; ratio falls with r0
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if ratio(mid) > target else (lo, mid)
+    return (np.arange(num_nodes, dtype=np.float64) + lo) ** (-a)
+
+
+class _EdgeSampler:
+    """Weighted endpoint sampler with per-class alias tables for homophily."""
+
+    def __init__(self, weights: np.ndarray, labels: np.ndarray, homophily: float):
+        num_nodes = len(weights)
+        num_classes = int(labels.max()) + 1
+        self.homophily = float(homophily)
+        whole = np.array([0, num_nodes], np.int64)
+        self.table = alias_table(weights, np.arange(num_nodes), labels, whole)
+        # Class-sorted copy: segment c of `class_table` draws within class c.
+        class_ids = np.argsort(labels, kind="stable")
+        self.class_ptr = np.zeros(num_classes + 1, np.int64)
+        np.cumsum(np.bincount(labels, minlength=num_classes), out=self.class_ptr[1:])
+        self.class_table = alias_table(
+            weights[class_ids], class_ids, class_ids, self.class_ptr
+        )
+
+    def sample(self, key: np.uint64, start: int, count: int):
+        src = np.empty(count, np.int32)
+        dst = np.empty(count, np.int32)
+
+        def work(lo: int, hi: int) -> None:
+            sample_pairs(
+                key, start + lo, src[lo:hi], dst[lo:hi], self.homophily, self.table,
+                self.class_table, self.class_ptr,
+            )  # fmt: skip
+
+        _run_chunks(work, count, _EDGE_CHUNK)
+        return src, dst
+
+
+class _RowSets:
+    """Per-node sorted neighbour sets: row v is ``cols[indptr[v]:][:counts[v]]``."""
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, num_nodes: int):
+        self.indptr, self.cols = _symmetric_csr(src, dst, num_nodes)
+        self.counts = np.empty(num_nodes, np.int64)
+        _run_chunks(self._dedup, num_nodes, _ROW_CHUNK)
+
+    def _dedup(self, lo: int, hi: int) -> None:
+        sort_unique_rows(self.indptr, self.cols, self.counts, lo, hi)
+
+    def add(self, src: np.ndarray, dst: np.ndarray) -> None:
+        # Merging sorted rows is linear, so a top-up never re-sorts old rows.
+        add_ptr, add_cols = _symmetric_csr(src, dst, len(self.counts))
+        out_ptr = np.zeros_like(self.indptr)
+        np.cumsum(self.counts + np.diff(add_ptr), out=out_ptr[1:])
+        out_cols = np.empty(out_ptr[-1], np.int32)
+
+        def work(lo: int, hi: int) -> None:
+            merge_rows(
+                self.indptr, self.cols, self.counts, add_ptr, add_cols, out_ptr,
+                out_cols, lo, hi,
+            )  # fmt: skip
+
+        _run_chunks(work, len(self.counts), _ROW_CHUNK)
+        self.indptr, self.cols = out_ptr, out_cols
+
+    def edge_index(self) -> np.ndarray:
+        new_ptr = np.zeros_like(self.indptr)
+        np.cumsum(self.counts, out=new_ptr[1:])
+        out = np.empty((2, int(new_ptr[-1])), np.int64)
+
+        def work(lo: int, hi: int) -> None:
+            fill_edge_index(self.indptr, self.cols, new_ptr, out, lo, hi)
+
+        _run_chunks(work, len(self.counts), _ROW_CHUNK)
+        return out
+
+
+def _sample_edges(
+    sampler: _EdgeSampler, num_nodes: int, num_directed: int, key: np.uint64
+) -> np.ndarray:
+    drawn = max(num_directed // 2, 1)
+    rows = _RowSets(*sampler.sample(key, 0, drawn), num_nodes)
+    found = int(rows.counts.sum())
+    for _ in range(_MAX_ROUNDS):
+        if found >= num_directed * (1 - _EDGE_TOLERANCE):
+            break
+        # Pairs between hubs repeat and vanish in the dedup, so top up. Extra
+        # pairs collide more often than the average one did, hence the margin;
+        # at most doubling per round bounds the work when the target is out of
+        # reach (e.g. tiny classes with homophily 1).
+        unique_per_pair = max(found / (2 * drawn), 1e-3)
+        extra = math.ceil((num_directed - found) / 2 / unique_per_pair * 1.15)
+        extra = min(extra, drawn)
+        rows.add(*sampler.sample(key, drawn, extra))
+        drawn += extra
+        previous, found = found, int(rows.counts.sum())
+        if found - previous < 0.1 * extra:
+            break  # saturated: almost every new pair was already there
+    return rows.edge_index()
+
+
+def _node_features(
+    labels: np.ndarray, num_features: int, seed_seq: np.random.SeedSequence
+) -> np.ndarray:
+    num_classes = int(labels.max()) + 1
+    centroid_seq, noise_seq = seed_seq.spawn(2)
+    centroids = np.random.default_rng(centroid_seq).standard_normal(
+        (num_classes, num_features), dtype=np.float32
+    )
+    sigma = _FEATURE_NOISE * math.sqrt(num_features)
+    key = np.uint64(noise_seq.generate_state(1, np.uint64)[0])
+    x = np.empty((len(labels), num_features), np.float32)
+
+    def work(lo: int, hi: int) -> None:
+        fill_features(key, labels, centroids, sigma, x, lo, hi)
+
+    _run_chunks(work, len(labels), _ROW_CHUNK)
+    return x
+
+
+def _check_generator_args(
+    num_nodes: int,
+    avg_degree: float,
+    num_features: int,
+    num_classes: int,
+    exponent: float,
+    homophily: float,
+) -> None:
+    if not 2 <= num_nodes < 2**31:
+        raise ValueError(f"num_nodes must be in [2, 2**31), got {num_nodes}")
+    if not 0 < avg_degree <= (num_nodes - 1) / 2:
+        raise ValueError(
+            f"avg_degree must be in (0, (num_nodes - 1) / 2], got {avg_degree}"
+        )
+    if num_features < 1 or num_classes < 1:
+        raise ValueError("num_features and num_classes must be positive")
+    if exponent <= 1:
+        raise ValueError(f"exponent must be > 1, got {exponent}")
+    if not 0 <= homophily <= 1:
+        raise ValueError(f"homophily must be in [0, 1], got {homophily}")
+
+
+def power_law_graph(
+    num_nodes: int,
+    avg_degree: float = 20.0,
+    num_features: int = 100,
+    num_classes: int = 10,
+    exponent: float = 2.1,
+    homophily: float = 0.8,
+    seed: int = 0,
+    split: Sequence[float] = (0.6, 0.2, 0.2),
+) -> Data:
+    """Generates an undirected Chung-Lu power-law graph with learnable labels.
+
+    Node ``i`` gets a power-law weight (random rank ``r``, weight
+    ``(r + r0)^(-1/(exponent-1))`` with ``r0 >= 1`` capping the top hub near
+    ``sqrt(num_nodes * avg_degree)`` neighbours) and a uniform random class.
+    Each sampled pair picks its first endpoint by weight and, with probability
+    ``homophily``, its second by weight within the first's class, otherwise by
+    weight among all nodes. Self loops and duplicates are dropped and sampling
+    is topped up until about ``num_nodes * avg_degree`` directed edges remain.
+    Features are a random class centroid plus Gaussian noise strong enough
+    that features alone classify imperfectly.
+
+    Args:
+        num_nodes: Number of nodes (< 2**31).
+        avg_degree: Target mean degree; the graph stores both directions, so
+            ``edge_index`` has about ``num_nodes * avg_degree`` columns.
+        num_features: Feature dimension.
+        num_classes: Number of classes.
+        exponent: Power-law exponent of the degree distribution (> 1).
+        homophily: Probability that an edge is drawn inside a class.
+        seed: Seed; the output depends on nothing else (not the core count).
+        split: Train/val/test fractions of the random split masks.
+
+    Returns:
+        ``Data`` with float32 ``x``, int64 ``y``, int64 ``edge_index`` sorted by
+        (source, target), symmetric and without self loops or duplicates, and
+        split masks.
+
+    Raises:
+        ValueError: For out-of-range arguments.
+
+    Example:
+        >>> data = power_law_graph(10_000, avg_degree=10, seed=1)
+        >>> data.is_undirected(), data.has_self_loops()
+        (True, False)
+    """
+    _check_generator_args(
+        num_nodes, avg_degree, num_features, num_classes, exponent, homophily
+    )
+    weight_seq, label_seq, edge_seq, feature_seq = np.random.SeedSequence(seed).spawn(4)
+    weights = _rank_weights(num_nodes, avg_degree, exponent)
+    # Shuffle ranks over ids so hubs are spread over the whole id range.
+    weights = weights[np.random.default_rng(weight_seq).permutation(num_nodes)]
+    labels = np.random.default_rng(label_seq).integers(0, num_classes, num_nodes)
+    sampler = _EdgeSampler(weights, labels, homophily)
+    key = np.uint64(edge_seq.generate_state(1, np.uint64)[0])
+    edge_index = _sample_edges(sampler, num_nodes, round(num_nodes * avg_degree), key)
+    del sampler
+    x = _node_features(labels, num_features, feature_seq)
+    train, val, test = random_split_masks(num_nodes, split, seed)
+    return Data(
+        x=torch.from_numpy(x),
+        y=torch.from_numpy(labels.astype(np.int64)),
+        edge_index=torch.from_numpy(edge_index),
+        train_mask=train,
+        val_mask=val,
+        test_mask=test,
+    )
+
+
+# --------------------------------------------------------------------------
+# Dispatcher
+# --------------------------------------------------------------------------
+
+
+def load_dataset(name: str, root: PathLike | None = None, seed: int = 0) -> Data:
+    """Loads a dataset by name, as the command line does.
+
+    Accepted names (case-insensitive): ``cora`` (embedded, no download),
+    ``citeseer``, ``pubmed``, any path ending in ``.npz``, any ``ogbn-*``
+    dataset, and ``power-law``/``synthetic`` (a 100k-node
+    :func:`power_law_graph`).
+
+    Args:
+        name: Dataset name or ``.npz`` path.
+        root: Dataset root for downloaded/processed files; defaults to
+            :func:`default_root`.
+        seed: Seed of random splits (npz) and of the synthetic graph.
+
+    Returns:
+        ``Data`` with ``x``, ``y``, ``edge_index`` and the three split masks.
+
+    Raises:
+        ValueError: For an unknown name.
+
+    Example:
+        >>> load_dataset("Cora").num_nodes
+        2708
+    """
+    key = name.lower()
+    if key.endswith(".npz"):
+        return load_npz(name, seed=seed)
+    if key in _PLANETOID_NAMES:
+        return load_planetoid(key, root)
+    if key.startswith("ogbn-"):
+        return load_ogb(name, root)
+    if key in _SYNTHETIC_NAMES:
+        return power_law_graph(_SYNTHETIC_NUM_NODES, seed=seed)
+    raise ValueError(
+        f"unknown dataset {name!r}; expected one of: cora, citeseer, pubmed, "
+        "power-law, synthetic, an ogbn-* name (e.g. ogbn-arxiv) or a path to an "
+        ".npz file"
+    )

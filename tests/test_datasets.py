@@ -1,0 +1,561 @@
+"""Tests for pyg_orch.datasets: loaders, splits and the power-law generator."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from pyg_orch import datasets
+from pyg_orch.datasets import (
+    default_root,
+    load_cora,
+    load_dataset,
+    load_npz,
+    load_ogb,
+    load_planetoid,
+    power_law_graph,
+    random_split_masks,
+)
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+REQUIRED = ("x", "y", "edge_index", "train_mask", "val_mask", "test_mask")
+
+
+def _shared(relative: str) -> Path:
+    path = SHARED / relative
+    if not path.exists():
+        pytest.skip(f"shared dataset {relative} not available")
+    return path
+
+
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("a download was attempted")
+
+    import urllib.request
+
+    from torch_geometric.datasets import Planetoid
+
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(Planetoid, "download", refuse)
+
+
+def _assert_complete(data: Data) -> None:
+    for key in REQUIRED:
+        assert key in data, key
+    assert data.x.dtype == torch.float32
+    assert data.y.dtype == torch.int64 and data.y.dim() == 1
+    assert data.edge_index.dtype == torch.int64 and data.edge_index.size(0) == 2
+    for key in ("train_mask", "val_mask", "test_mask"):
+        assert data[key].dtype == torch.bool
+        assert data[key].numel() == data.num_nodes
+
+
+# --------------------------------------------------------------------------
+# Roots, Cora, Planetoid
+# --------------------------------------------------------------------------
+
+
+def test_default_root_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYG_ORCH_HOME", str(tmp_path))
+    assert default_root() == tmp_path
+    monkeypatch.delenv("PYG_ORCH_HOME")
+    assert default_root() == Path.home() / ".cache" / "pyg_orch"
+
+
+def _check_cora(data: Data) -> None:
+    _assert_complete(data)
+    assert data.num_nodes == 2708
+    assert data.edge_index.size(1) == 10556
+    assert data.x.size(1) == 1433
+    assert int(data.y.max()) + 1 == 7
+    assert [int(data[k].sum()) for k in ("train_mask", "val_mask", "test_mask")] == [
+        140,
+        500,
+        1000,
+    ]
+
+
+def test_load_cora_fresh_root_twice(monkeypatch, tmp_path):
+    _no_network(monkeypatch)
+    first = load_cora(tmp_path)
+    _check_cora(first)
+    assert len(list((tmp_path / "Cora" / "raw").glob("ind.cora.*"))) == 8
+    processed = sorted((tmp_path / "Cora" / "processed").iterdir())
+    stamps = [p.stat().st_mtime_ns for p in processed]
+
+    second = load_cora(tmp_path)
+    _check_cora(second)
+    assert [p.stat().st_mtime_ns for p in processed] == stamps  # reused
+    assert torch.equal(first.edge_index, second.edge_index)
+    assert torch.equal(first.x, second.x)
+
+
+def test_load_cora_default_root_from_env(monkeypatch, tmp_path):
+    _no_network(monkeypatch)
+    monkeypatch.setenv("PYG_ORCH_HOME", str(tmp_path / "home"))
+    _check_cora(load_cora())
+    assert (tmp_path / "home" / "Cora" / "processed").is_dir()
+
+
+def test_load_planetoid_citeseer_from_raw(monkeypatch, tmp_path):
+    raw = _shared("Planetoid/CiteSeer/raw")
+    _no_network(monkeypatch)
+    shutil.copytree(raw, tmp_path / "CiteSeer" / "raw")
+    data = load_planetoid("citeseer", tmp_path)
+    _assert_complete(data)
+    assert data.num_nodes == 3327
+    assert data.edge_index.size(1) == 9104
+    assert int(data.train_mask.sum()) == 120
+
+
+def test_load_planetoid_cora_is_embedded(monkeypatch, tmp_path):
+    _no_network(monkeypatch)
+    _check_cora(load_planetoid("CORA", tmp_path))
+
+
+def test_load_planetoid_unknown():
+    with pytest.raises(ValueError, match="CiteSeer"):
+        load_planetoid("reddit")
+
+
+# --------------------------------------------------------------------------
+# Split masks
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_nodes", [1, 10, 1001])
+def test_split_masks_partition(num_nodes):
+    train, val, test = random_split_masks(num_nodes, (0.6, 0.2, 0.2), seed=3)
+    total = train.long() + val.long() + test.long()
+    assert torch.equal(total, torch.ones(num_nodes, dtype=torch.long))
+    assert int(train.sum()) == int(0.6 * num_nodes)
+    assert int(val.sum()) == int(0.2 * num_nodes)
+
+
+def test_split_masks_partial_split():
+    train, val, test = random_split_masks(1000, (0.1, 0.1, 0.3), seed=0)
+    assert [int(m.sum()) for m in (train, val, test)] == [100, 100, 300]
+    assert not (train & val).any() and not (val & test).any()
+    assert not (train & test).any()
+
+
+def test_split_masks_seeded():
+    first = random_split_masks(500, seed=7)
+    again = random_split_masks(500, seed=7)
+    other = random_split_masks(500, seed=8)
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert not torch.equal(first[0], other[0])
+
+
+@pytest.mark.parametrize("split", [(0.6, 0.3, 0.2), (-0.1, 0.5, 0.5), (0.5, 0.5)])
+def test_split_masks_invalid(split):
+    with pytest.raises(ValueError, match="split"):
+        random_split_masks(10, split)
+
+
+# --------------------------------------------------------------------------
+# npz
+# --------------------------------------------------------------------------
+
+
+def _tiny_graph() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.random((6, 5)).astype(np.float32)
+    x[x < 0.5] = 0.0  # sparse enough for CSR to matter
+    y = np.array([0, 1, 2, 0, 1, 2], dtype=np.int64)
+    edge_index = np.array([[0, 1, 1, 2, 4, 5], [1, 0, 2, 1, 5, 4]], dtype=np.int64)
+    return x, y, edge_index
+
+
+def _csr_parts(x: np.ndarray) -> dict[str, np.ndarray]:
+    rows, cols = np.nonzero(x)
+    indptr = np.zeros(x.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=x.shape[0]), out=indptr[1:])
+    return {
+        "x_data": x[rows, cols].astype(np.float32),
+        "x_indices": cols.astype(np.int32),
+        "x_indptr": indptr,
+        "x_shape": np.array(x.shape, np.int64),
+    }
+
+
+@pytest.mark.parametrize("layout", ["dense", "csr"])
+def test_load_npz_round_trip(tmp_path, layout):
+    x, y, edge_index = _tiny_graph()
+    features = {"x": x} if layout == "dense" else _csr_parts(x)
+    path = tmp_path / f"tiny_{layout}.npz"
+    np.savez(path, edge_index=edge_index, y=y, **features)
+
+    data = load_npz(path, split=(0.5, 0.5, 0.0), seed=1)
+    _assert_complete(data)
+    assert np.array_equal(data.x.numpy(), x)
+    assert np.array_equal(data.y.numpy(), y)
+    assert np.array_equal(data.edge_index.numpy(), edge_index)
+    assert [int(data[k].sum()) for k in ("train_mask", "val_mask", "test_mask")] == [
+        3,
+        3,
+        0,
+    ]
+
+
+def test_load_npz_amazon_photo():
+    path = _shared("amazon_photo.npz")
+    data = load_npz(path, seed=0)
+    _assert_complete(data)
+    assert data.num_nodes == 7650
+    assert data.edge_index.size(1) == 238162
+    assert data.x.size(1) == 745
+    sp = pytest.importorskip("scipy.sparse")
+    with np.load(path) as raw:
+        expected = sp.csr_matrix(
+            (raw["x_data"], raw["x_indices"], raw["x_indptr"]), shape=raw["x_shape"]
+        ).toarray()
+    assert np.array_equal(data.x.numpy(), expected)
+    same = load_npz(path, seed=0)
+    assert torch.equal(data.train_mask, same.train_mask)
+
+
+@pytest.mark.parametrize(
+    ("drop", "message"),
+    [("y", "missing key 'y'"), ("edge_index", "missing key 'edge_index'")],
+)
+def test_load_npz_missing_key(tmp_path, drop, message):
+    x, y, edge_index = _tiny_graph()
+    arrays = {"x": x, "y": y, "edge_index": edge_index}
+    del arrays[drop]
+    path = tmp_path / "bad.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match=message) as info:
+        load_npz(path)
+    assert "x_indptr" in str(info.value)  # the message spells out the layout
+
+
+def test_load_npz_inconsistent_csr(tmp_path):
+    x, y, edge_index = _tiny_graph()
+    parts = _csr_parts(x)
+    parts["x_indices"] = parts["x_indices"] + 5  # columns beyond x_shape[1]
+    path = tmp_path / "bad.npz"
+    np.savez(path, y=y, edge_index=edge_index, **parts)
+    with pytest.raises(ValueError, match="inconsistent CSR"):
+        load_npz(path)
+
+
+def test_load_npz_missing_features(tmp_path):
+    x, y, edge_index = _tiny_graph()
+    parts = _csr_parts(x)
+    del parts["x_indptr"]
+    path = tmp_path / "bad.npz"
+    np.savez(path, y=y, edge_index=edge_index, **parts)
+    with pytest.raises(ValueError, match="missing key 'x_indptr'"):
+        load_npz(path)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("edge_index", np.zeros((3, 2), np.int64), "'edge_index' has shape"),
+        ("edge_index", np.array([[0], [6]], np.int64), "outside"),
+        ("y", np.zeros(5, np.int64), "'x' has shape"),
+    ],
+)
+def test_load_npz_inconsistent(tmp_path, field, value, message):
+    x, y, edge_index = _tiny_graph()
+    arrays = {"x": x, "y": y, "edge_index": edge_index, field: value}
+    path = tmp_path / "bad.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match=message):
+        load_npz(path)
+
+
+# --------------------------------------------------------------------------
+# power_law_graph
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def power_law() -> Data:
+    return power_law_graph(20_000, avg_degree=20, num_features=32, seed=0)
+
+
+def test_power_law_structure(power_law):
+    data = power_law
+    _assert_complete(data)
+    src, dst = data.edge_index
+    assert not bool((src == dst).any())
+    keys = src * data.num_nodes + dst
+    assert keys.unique().numel() == keys.numel()  # no duplicates
+    assert bool((keys[1:] > keys[:-1]).all())  # sorted by (src, dst)
+    assert data.is_undirected()
+    assert data.x.shape == (20_000, 32)
+    assert int(data.y.max()) < 10
+
+
+def test_power_law_edge_count(power_law):
+    target = 20_000 * 20
+    assert abs(power_law.edge_index.size(1) - target) < 0.15 * target
+
+
+def test_power_law_degree_skew(power_law):
+    degree = torch.bincount(power_law.edge_index[0], minlength=power_law.num_nodes)
+    assert degree.max() > 10 * degree.float().mean()
+    # Hubs are spread over the id range, not packed at the low ids.
+    hubs = torch.topk(degree, 50).indices
+    assert hubs.float().mean() > 0.25 * power_law.num_nodes
+
+
+def test_power_law_homophily(power_law):
+    src, dst = power_law.edge_index
+    y = power_law.y
+    same = (y[src] == y[dst]).float().mean()
+    shuffled = y[torch.randperm(y.numel(), generator=torch.Generator().manual_seed(0))]
+    baseline = (shuffled[src] == shuffled[dst]).float().mean()
+    assert baseline < 0.2
+    assert same > 0.7 > baseline + 0.4
+
+
+def _nearest_centroid_accuracy(x: Tensor, data: Data) -> float:
+    classes = int(data.y.max()) + 1
+    train = data.train_mask
+    centroids = torch.stack([x[train & (data.y == c)].mean(0) for c in range(classes)])
+    predicted = torch.cdist(x[data.test_mask], centroids).argmin(1)
+    return float((predicted == data.y[data.test_mask]).float().mean())
+
+
+def test_power_law_labels_learnable(power_law):
+    from torch_geometric.utils import scatter
+
+    data = power_law
+    chance = 1 / 10
+    from_features = _nearest_centroid_accuracy(data.x, data)
+    assert 3 * chance < from_features < 0.9
+    # Averaging over (homophilous) neighbours is what a GNN gains.
+    src, dst = data.edge_index
+    mean = scatter(data.x[src], dst, 0, dim_size=data.num_nodes, reduce="mean")
+    from_graph = _nearest_centroid_accuracy(data.x + mean, data)
+    assert from_graph > from_features + 0.1
+
+
+def test_power_law_seeded():
+    first = power_law_graph(3000, avg_degree=8, num_features=8, seed=5)
+    again = power_law_graph(3000, avg_degree=8, num_features=8, seed=5)
+    other = power_law_graph(3000, avg_degree=8, num_features=8, seed=6)
+    for key in REQUIRED:
+        assert torch.equal(first[key], again[key]), key
+    assert not torch.equal(first.x, other.x)
+    assert not torch.equal(first.y, other.y)
+    assert first.edge_index.shape != other.edge_index.shape or not torch.equal(
+        first.edge_index, other.edge_index
+    )
+
+
+def test_power_law_independent_of_chunking(monkeypatch):
+    expected = power_law_graph(3000, avg_degree=8, num_features=7, seed=2)
+    # Tiny chunks force many threaded kernel calls (and top-up offsets).
+    monkeypatch.setattr(datasets, "_EDGE_CHUNK", 997)
+    monkeypatch.setattr(datasets, "_ROW_CHUNK", 101)
+    chunked = power_law_graph(3000, avg_degree=8, num_features=7, seed=2)
+    monkeypatch.setattr(datasets, "_num_threads", lambda: 1)
+    serial = power_law_graph(3000, avg_degree=8, num_features=7, seed=2)
+    for key in REQUIRED:
+        assert torch.equal(expected[key], chunked[key]), key
+        assert torch.equal(expected[key], serial[key]), key
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"num_nodes": 50, "avg_degree": 4},
+        {"num_nodes": 5000, "avg_degree": 40, "exponent": 1.5},
+        {"num_nodes": 2000, "num_classes": 1, "homophily": 1.0},
+        {"num_nodes": 2000, "homophily": 0.0, "exponent": 3.0},
+        {"num_nodes": 2000, "exponent": 2.0, "num_features": 1},
+    ],
+)
+def test_power_law_edge_cases(kwargs):
+    data = power_law_graph(**kwargs, seed=1)
+    _assert_complete(data)
+    assert data.is_undirected() and not data.has_self_loops()
+    target = kwargs["num_nodes"] * kwargs.get("avg_degree", 20.0)
+    assert abs(data.edge_index.size(1) - target) < 0.15 * target
+
+
+def test_power_law_unreachable_target_terminates():
+    # 2-node classes with homophily 1 cannot hold the requested edges.
+    data = power_law_graph(200, avg_degree=20, num_classes=100, homophily=1.0)
+    assert data.is_undirected() and not data.has_self_loops()
+    assert data.edge_index.size(1) < 200 * 20 / 4
+    assert bool((data.y[data.edge_index[0]] == data.y[data.edge_index[1]]).all())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"num_nodes": 1},
+        {"num_nodes": 100, "avg_degree": 80},
+        {"num_nodes": 100, "exponent": 1.0},
+        {"num_nodes": 100, "homophily": 1.5},
+        {"num_nodes": 100, "num_classes": 0},
+    ],
+)
+def test_power_law_invalid(kwargs):
+    with pytest.raises(ValueError):
+        power_law_graph(**kwargs)
+
+
+# --------------------------------------------------------------------------
+# OGB
+# --------------------------------------------------------------------------
+
+OGB_NODES = 30
+
+
+def _write_csv_gz(path: Path, values) -> None:
+    pd.DataFrame(np.asarray(values)).to_csv(
+        path, header=False, index=False, compression="gzip"
+    )
+
+
+def _tiny_arxiv(root: Path) -> dict[str, np.ndarray]:
+    """Lays out a 30-node ogbn-arxiv in OGB's own on-disk format.
+
+    OGB skips the download when ``raw/`` holds ``raw_file_names`` (edge and
+    node-feat for arxiv), and skips its interactive update prompt when the
+    ``RELEASE_v1.txt`` marker exists; processing additionally reads the node
+    and edge counts, ``node_year`` and ``node-label``, and ``get_idx_split``
+    reads ``split/time/{train,valid,test}.csv.gz``.
+    """
+    rng = np.random.default_rng(0)
+    folder = root / "ogbn_arxiv"
+    (folder / "raw").mkdir(parents=True)
+    (folder / "split" / "time").mkdir(parents=True)
+    (folder / "RELEASE_v1.txt").write_text("tiny local copy\n")
+    edges = np.stack([np.arange(OGB_NODES), (np.arange(OGB_NODES) * 7 + 3) % 30], 1)
+    tiny = {
+        "edges": edges,
+        "x": rng.standard_normal((OGB_NODES, 4)).astype(np.float32),
+        "y": rng.integers(0, 40, OGB_NODES),
+        "perm": rng.permutation(OGB_NODES),
+    }
+    raw = folder / "raw"
+    _write_csv_gz(raw / "edge.csv.gz", edges)
+    _write_csv_gz(raw / "node-feat.csv.gz", tiny["x"])
+    _write_csv_gz(raw / "num-node-list.csv.gz", [OGB_NODES])
+    _write_csv_gz(raw / "num-edge-list.csv.gz", [len(edges)])
+    _write_csv_gz(raw / "node_year.csv.gz", np.full(OGB_NODES, 2020))
+    _write_csv_gz(raw / "node-label.csv.gz", tiny["y"][:, None])
+    split = folder / "split" / "time"
+    for name, part in zip(
+        ("train", "valid", "test"), np.split(tiny["perm"], [18, 24]), strict=True
+    ):
+        _write_csv_gz(split / f"{name}.csv.gz", part)
+    return tiny
+
+
+@pytest.fixture
+def no_ogb_download(monkeypatch):
+    import ogb.nodeproppred.dataset_pyg as ogb_pyg
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("OGB tried to download")
+
+    _no_network(monkeypatch)
+    monkeypatch.setattr(ogb_pyg, "download_url", refuse)
+    monkeypatch.setattr(ogb_pyg, "decide_download", refuse)
+    monkeypatch.setattr(ogb_pyg.PygNodePropPredDataset, "download", refuse)
+    monkeypatch.setattr("builtins.input", refuse)
+
+
+def _check_tiny_arxiv(data: Data, tiny: dict[str, np.ndarray]) -> None:
+    _assert_complete(data)
+    assert data.num_nodes == OGB_NODES
+    assert np.array_equal(data.edge_index.numpy(), tiny["edges"].T)
+    assert np.allclose(data.x.numpy(), tiny["x"])
+    assert np.array_equal(data.y.numpy(), tiny["y"])
+    perm = torch.from_numpy(tiny["perm"])
+    for key, part in zip(
+        ("train_mask", "val_mask", "test_mask"), perm.split([18, 6, 6]), strict=True
+    ):
+        assert torch.equal(data[key].nonzero().view(-1), part.sort().values), key
+
+
+def test_load_ogb_tiny_local(tmp_path, no_ogb_download):
+    tiny = _tiny_arxiv(tmp_path)
+    _check_tiny_arxiv(load_ogb("ogbn-arxiv", tmp_path), tiny)
+    processed = tmp_path / "ogbn_arxiv" / "processed" / "geometric_data_processed.pt"
+    stamp = processed.stat().st_mtime_ns
+    _check_tiny_arxiv(load_ogb("OGBN-Arxiv", tmp_path), tiny)  # reuses processed
+    assert processed.stat().st_mtime_ns == stamp
+
+
+def test_load_ogb_stale_folder_does_not_prompt(tmp_path, no_ogb_download):
+    _tiny_arxiv(tmp_path)
+    (tmp_path / "ogbn_arxiv" / "RELEASE_v1.txt").unlink()
+    with pytest.raises(RuntimeError, match="RELEASE_v1.txt"):
+        load_ogb("ogbn-arxiv", tmp_path)
+
+
+def test_load_ogb_unknown_name(tmp_path):
+    with pytest.raises(ValueError, match="ogbn-products"):
+        load_ogb("ogbn-nope", tmp_path)
+
+
+@pytest.mark.parametrize("name", ["ogbn-mag", "ogbn-proteins"])
+def test_load_ogb_unsupported_before_download(tmp_path, no_ogb_download, name):
+    with pytest.raises(ValueError, match="heterogeneous or multi-task"):
+        load_ogb(name, tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------------
+# load_dataset
+# --------------------------------------------------------------------------
+
+
+def test_load_dataset_cora(monkeypatch, tmp_path):
+    _no_network(monkeypatch)
+    _check_cora(load_dataset("Cora", tmp_path))
+    _check_cora(load_dataset("cora", tmp_path))
+
+
+def test_load_dataset_npz(tmp_path):
+    x, y, edge_index = _tiny_graph()
+    path = tmp_path / "Tiny.NPZ"
+    with path.open("wb") as handle:  # np.savez(path) would append ".npz"
+        np.savez(handle, x=x, y=y, edge_index=edge_index)
+    data = load_dataset(str(path), seed=4)
+    _assert_complete(data)
+    assert torch.equal(data.train_mask, load_npz(path, seed=4).train_mask)
+
+
+def test_load_dataset_ogb(tmp_path, no_ogb_download):
+    tiny = _tiny_arxiv(tmp_path)
+    _check_tiny_arxiv(load_dataset("ogbn-arxiv", tmp_path), tiny)
+
+
+def test_load_dataset_citeseer(monkeypatch, tmp_path):
+    raw = _shared("Planetoid/CiteSeer/raw")
+    _no_network(monkeypatch)
+    shutil.copytree(raw, tmp_path / "CiteSeer" / "raw")
+    assert load_dataset("CiteSeer", tmp_path).num_nodes == 3327
+
+
+@pytest.mark.parametrize("name", ["synthetic", "Power-Law"])
+def test_load_dataset_synthetic(name):
+    data = load_dataset(name, seed=3)
+    _assert_complete(data)
+    assert data.num_nodes == 100_000
+    assert torch.equal(data.y, power_law_graph(100_000, seed=3).y)
+
+
+def test_load_dataset_unknown():
+    with pytest.raises(ValueError, match="citeseer.*synthetic.*ogbn-") as info:
+        load_dataset("reddit")
+    assert ".npz" in str(info.value)

@@ -1,0 +1,608 @@
+"""The training job: mini-batch GraphSAGE on :class:`~pyg_orch.OrchNeighborLoader`.
+
+Training samples fixed fan-outs around the training nodes; evaluation runs
+layer-wise over the full neighbourhood of every node (one hop at a time), so it
+gives exact full-graph predictions and still scales to graphs that do not fit a
+full-batch forward pass.
+
+Example:
+    >>> from pyg_orch.train import TrainConfig, train
+    >>> result = train(TrainConfig(dataset="cora", epochs=2), progress=False)
+    >>> 0.0 <= result.test_acc <= 1.0
+    True
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric import seed_everything
+from torch_geometric.data import Data
+from torch_geometric.nn import GraphSAGE
+from tqdm.auto import tqdm
+
+from pyg_orch.loader import OrchNeighborLoader
+
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "accuracy",
+    "build_model",
+    "evaluate",
+    "layerwise_inference",
+    "load_data",
+    "make_eval_loader",
+    "make_train_loader",
+    "num_classes_of",
+    "resolve_device",
+    "train",
+    "train_epoch",
+]
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one training run (the ``pyg-orch train`` options).
+
+    Invalid values raise :class:`ValueError` on construction (and again in
+    :func:`train`, in case a field was changed afterwards); the message names
+    the field and its command-line option.
+
+    Attributes:
+        dataset: a name understood by :func:`pyg_orch.datasets.load_dataset`
+            (``"cora"``, ``"citeseer"``, ``"pubmed"``, ``"ogbn-*"``,
+            ``"power-law"``) or a path to an ``.npz`` file.
+        root: where datasets are downloaded/cached (``None``: the loader's
+            default).
+        num_neighbors: fan-out per hop for training; its length is the number
+            of GraphSAGE layers. ``-1`` takes all neighbours of that hop.
+        batch_size: training seed nodes per mini-batch.
+        hidden_channels: width of the hidden GraphSAGE layers.
+        epochs: passes over the training nodes.
+        lr: Adam learning rate.
+        dropout: dropout probability between layers.
+        device: ``"auto"`` (CUDA if available, else CPU), ``"cpu"``,
+            ``"cuda"`` or ``"cuda:<index>"``.
+        seed: seed for Python, NumPy and PyTorch (model init, shuffling and
+            neighbour sampling).
+        num_workers: ``DataLoader`` worker processes for training batches.
+        eval_batch_size: nodes per batch in layer-wise evaluation.
+        eval_every: evaluate every this many epochs (the last epoch is always
+            evaluated); the reported test accuracy is the one at the
+            evaluation with the best validation accuracy.
+        weight_decay: Adam weight decay (L2 penalty).
+
+    Example:
+        >>> config = TrainConfig(num_neighbors=[10, 5], epochs=5)
+        >>> config.num_neighbors
+        (10, 5)
+    """
+
+    dataset: str = "cora"
+    root: str | None = None
+    num_neighbors: tuple[int, ...] = (15, 10, 5)
+    batch_size: int = 512
+    hidden_channels: int = 256
+    epochs: int = 30
+    lr: float = 0.003
+    dropout: float = 0.5
+    device: str = "auto"
+    seed: int = 0
+    num_workers: int = 0
+    eval_batch_size: int = 4096
+    eval_every: int = 1
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_neighbors, str) or not isinstance(
+            self.num_neighbors, Sequence
+        ):
+            raise ValueError(
+                "num_neighbors (--num-neighbors) must be a sequence of fan-outs "
+                f"such as (15, 10, 5), got {self.num_neighbors!r}"
+            )
+        self.num_neighbors = tuple(self.num_neighbors)
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks every field; raises :class:`ValueError` naming the bad one.
+
+        Raises:
+            ValueError: a field has an invalid value.
+
+        Example:
+            >>> TrainConfig(epochs=3).validate()
+        """
+        if not self.dataset:
+            raise ValueError("dataset (--dataset) must be a name or a path")
+        _check_fanouts(self.num_neighbors)
+        for name, option in (
+            ("batch_size", "--batch-size"),
+            ("hidden_channels", "--hidden-channels"),
+            ("epochs", "--epochs"),
+            ("eval_batch_size", "--eval-batch-size"),
+            ("eval_every", "--eval-every"),
+        ):
+            _check_int(getattr(self, name), name, option, minimum=1)
+        _check_int(self.num_workers, "num_workers", "--num-workers", minimum=0)
+        _check_int(self.seed, "seed", "--seed", minimum=0)
+        if not self.lr > 0:
+            raise ValueError(f"lr (--lr) must be > 0, got {self.lr!r}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(
+                f"dropout (--dropout) must be in [0, 1), got {self.dropout!r}"
+            )
+        if not self.weight_decay >= 0:
+            raise ValueError(
+                f"weight_decay (--weight-decay) must be >= 0, got {self.weight_decay!r}"
+            )
+        if not isinstance(self.device, str) or not self.device:
+            raise ValueError(
+                "device (--device) must be 'auto', 'cpu' or 'cuda[:index]', "
+                f"got {self.device!r}"
+            )
+
+
+def _check_int(value: object, name: str, option: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} ({option}) must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} ({option}) must be >= {minimum}, got {value}")
+
+
+def _check_fanouts(num_neighbors: tuple[int, ...]) -> None:
+    if len(num_neighbors) == 0:
+        raise ValueError(
+            "num_neighbors (--num-neighbors) must not be empty: give one fan-out "
+            "per layer, e.g. --num-neighbors 15 10 5"
+        )
+    for fanout in num_neighbors:
+        if isinstance(fanout, bool) or not isinstance(fanout, int):
+            raise ValueError(
+                "num_neighbors (--num-neighbors) entries must be integers, "
+                f"got {fanout!r}"
+            )
+        if fanout < 1 and fanout != -1:
+            raise ValueError(
+                "num_neighbors (--num-neighbors) entries must be >= 1, or -1 for "
+                f"all neighbours, got {fanout}"
+            )
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` measured.
+
+    Attributes:
+        best_val_acc: the best validation accuracy over all evaluations.
+        test_acc: the test accuracy at the evaluation with ``best_val_acc``.
+        best_epoch: the (1-based) epoch of that evaluation.
+        epochs_run: epochs trained.
+        seconds_per_epoch: mean wall time of the training part of an epoch
+            (sampling, forward, backward, step), without evaluation.
+        eval_seconds: total wall time spent in evaluation.
+        total_seconds: wall time of the whole run, data loading excluded.
+        losses: mean training loss of each epoch.
+        val_accs: ``(epoch, validation accuracy)`` of each evaluation.
+        device: the device that was used, e.g. ``"cpu"``.
+
+    Example:
+        >>> result = TrainResult(best_val_acc=0.8, test_acc=0.81, best_epoch=3,
+        ...                      epochs_run=5, seconds_per_epoch=0.1)
+        >>> f"test accuracy: {result.test_acc:.4f}"
+        'test accuracy: 0.8100'
+    """
+
+    best_val_acc: float
+    test_acc: float
+    best_epoch: int
+    epochs_run: int
+    seconds_per_epoch: float
+    eval_seconds: float = 0.0
+    total_seconds: float = 0.0
+    losses: list[float] = field(default_factory=list)
+    val_accs: list[tuple[int, float]] = field(default_factory=list)
+    device: str = "cpu"
+
+
+def resolve_device(device: str) -> torch.device:
+    """Turns a ``--device`` value into a :class:`torch.device`.
+
+    Args:
+        device: ``"auto"`` (CUDA if available, else CPU), ``"cpu"``, ``"cuda"``
+            or ``"cuda:<index>"``.
+
+    Returns:
+        The device to train on.
+
+    Raises:
+        ValueError: the string is not a device, or CUDA is asked for but is not
+            available (the message says to pass ``--device cpu`` or ``auto``).
+
+    Example:
+        >>> resolve_device("cpu")
+        device(type='cpu')
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"device (--device) must be 'auto', 'cpu' or 'cuda[:index]', got {device!r}"
+        ) from error
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device (--device) is {device!r} but CUDA is not available "
+                "on this machine (or this PyTorch build has no CUDA support); "
+                "use --device cpu or --device auto (device='cpu' / 'auto')"
+            )
+        count = torch.cuda.device_count()
+        if resolved.index is not None and resolved.index >= count:
+            raise ValueError(
+                f"device (--device) is {device!r} but only {count} CUDA "
+                f"device(s) exist; use --device cuda:0 .. cuda:{count - 1}"
+            )
+    elif resolved.type != "cpu":
+        raise ValueError(
+            f"device (--device) {device!r} is not supported; use --device cpu, "
+            "cuda or auto"
+        )
+    return resolved
+
+
+def num_classes_of(data: Data) -> int:
+    """Number of classes, from the largest label.
+
+    Args:
+        data: a graph with node labels ``y``.
+
+    Returns:
+        ``max(y) + 1``.
+
+    Example:
+        >>> num_classes_of(Data(y=torch.tensor([0, 2, 1])))
+        3
+    """
+    return int(data.y.max()) + 1
+
+
+def build_model(config: TrainConfig, in_channels: int, num_classes: int) -> GraphSAGE:
+    """Builds the GraphSAGE model, one layer per entry of ``num_neighbors``.
+
+    Args:
+        config: the run settings (``hidden_channels``, ``dropout``,
+            ``num_neighbors``).
+        in_channels: node feature width.
+        num_classes: number of output classes.
+
+    Returns:
+        An untrained :class:`~torch_geometric.nn.GraphSAGE`.
+
+    Example:
+        >>> build_model(TrainConfig(num_neighbors=(10, 5)), 16, 3)
+        GraphSAGE(16, 3, num_layers=2)
+    """
+    return GraphSAGE(
+        in_channels,
+        config.hidden_channels,
+        num_layers=len(config.num_neighbors),
+        out_channels=num_classes,
+        dropout=config.dropout,
+    )
+
+
+def make_train_loader(data: Data, config: TrainConfig) -> OrchNeighborLoader:
+    """A shuffled :class:`~pyg_orch.OrchNeighborLoader` over the training nodes.
+
+    Args:
+        data: the graph, with ``train_mask``.
+        config: the run settings (``num_neighbors``, ``batch_size``,
+            ``num_workers``).
+
+    Returns:
+        The mini-batch loader for one training epoch.
+
+    Example:
+        >>> from pyg_orch.datasets import load_cora
+        >>> loader = make_train_loader(load_cora(), TrainConfig())
+        >>> next(iter(loader)).batch_size
+        140
+    """
+    return OrchNeighborLoader(
+        data,
+        num_neighbors=list(config.num_neighbors),
+        input_nodes=data.train_mask,
+        batch_size=config.batch_size,
+        shuffle=True,
+        num_workers=config.num_workers,
+        persistent_workers=config.num_workers > 0,
+    )
+
+
+def make_eval_loader(data: Data, batch_size: int) -> OrchNeighborLoader:
+    """A one-hop, full-neighbourhood loader over all nodes, in node order.
+
+    This is the loader that layer-wise inference
+    (:meth:`torch_geometric.nn.models.basic_gnn.BasicGNN.inference`) expects.
+
+    Args:
+        data: the graph.
+        batch_size: nodes per batch.
+
+    Returns:
+        The loader.
+
+    Example:
+        >>> from pyg_orch.datasets import load_cora
+        >>> len(make_eval_loader(load_cora(), batch_size=1000))
+        3
+    """
+    return OrchNeighborLoader(
+        data, num_neighbors=[-1], batch_size=batch_size, shuffle=False
+    )
+
+
+def train_epoch(
+    model: GraphSAGE,
+    loader: OrchNeighborLoader,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+) -> float:
+    """Trains one epoch over the training mini-batches.
+
+    The forward pass trims the sampled subgraph layer by layer
+    (:func:`~torch_geometric.utils.trim_to_layer`) and the loss is taken on the
+    seed nodes only.
+
+    Args:
+        model: the GraphSAGE model, already on ``device``.
+        loader: the training loader (see :func:`make_train_loader`).
+        optimizer: the optimizer of ``model``'s parameters.
+        device: where to run.
+
+    Returns:
+        The mean cross-entropy loss over the epoch's seed nodes.
+
+    Example:
+        >>> from pyg_orch.datasets import load_cora
+        >>> data, config = load_cora(), TrainConfig()
+        >>> model = build_model(config, data.num_features, 7)
+        >>> optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        >>> loss = train_epoch(model, make_train_loader(data, config), optimizer,
+        ...                    torch.device("cpu"))
+        >>> loss > 0
+        True
+    """
+    model.train()
+    total_loss, total_nodes = 0.0, 0
+    for batch in loader:
+        batch = batch.to(device)
+        optimizer.zero_grad()
+        out = model(
+            batch.x,
+            batch.edge_index,
+            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+            num_sampled_edges_per_hop=batch.num_sampled_edges,
+        )[: batch.batch_size]
+        loss = F.cross_entropy(out, batch.y[: batch.batch_size].view(-1))
+        loss.backward()
+        optimizer.step()
+        total_loss += float(loss.detach()) * batch.batch_size
+        total_nodes += batch.batch_size
+    return total_loss / max(total_nodes, 1)
+
+
+def layerwise_inference(
+    model: GraphSAGE,
+    loader: OrchNeighborLoader,
+    device: torch.device,
+    progress: bool = False,
+) -> Tensor:
+    """Exact full-graph outputs of ``model`` for all nodes, one layer at a time.
+
+    Uses PyG's :meth:`~torch_geometric.nn.models.basic_gnn.BasicGNN.inference`
+    (``OrchNeighborLoader`` is a ``NeighborLoader``), so memory is bounded by one
+    layer's embeddings, not by the full multi-hop neighbourhood.
+
+    Args:
+        model: the model; switched to eval mode.
+        loader: a loader from :func:`make_eval_loader`.
+        device: where to run the layers (embeddings are kept on the CPU).
+        progress: show PyG's inference progress bar.
+
+    Returns:
+        Logits of shape ``[num_nodes, num_classes]``, on the CPU.
+
+    Example:
+        >>> from pyg_orch.datasets import load_cora
+        >>> data = load_cora()
+        >>> model = build_model(TrainConfig(), data.num_features, 7)
+        >>> layerwise_inference(model, make_eval_loader(data, 4096),
+        ...                     torch.device("cpu")).shape
+        torch.Size([2708, 7])
+    """
+    model.eval()
+    return model.inference(loader, device=device, progress_bar=progress)
+
+
+def accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
+    """Fraction of ``mask`` nodes whose ``argmax`` prediction equals ``y``.
+
+    Args:
+        logits: ``[num_nodes, num_classes]`` scores.
+        y: labels, ``[num_nodes]`` or ``[num_nodes, 1]``.
+        mask: boolean node mask.
+
+    Returns:
+        The accuracy, or ``nan`` for an empty mask.
+
+    Example:
+        >>> logits = torch.tensor([[2.0, 1.0], [0.0, 3.0]])
+        >>> accuracy(logits, torch.tensor([0, 0]), torch.tensor([True, True]))
+        0.5
+    """
+    count = int(mask.sum())
+    if count == 0:
+        return float("nan")
+    pred = logits[mask].argmax(dim=-1)
+    return int((pred == y.view(-1)[mask]).sum()) / count
+
+
+def evaluate(
+    model: GraphSAGE, data: Data, loader: OrchNeighborLoader, device: torch.device
+) -> tuple[float, float]:
+    """Validation and test accuracy from layer-wise full-neighbourhood inference.
+
+    Args:
+        model: the model.
+        data: the graph, with ``y``, ``val_mask`` and ``test_mask``.
+        loader: a loader from :func:`make_eval_loader` over ``data``.
+        device: where to run.
+
+    Returns:
+        ``(val_acc, test_acc)``.
+
+    Example:
+        >>> from pyg_orch.datasets import load_cora
+        >>> data = load_cora()
+        >>> model = build_model(TrainConfig(), data.num_features, 7)
+        >>> val, test = evaluate(model, data, make_eval_loader(data, 4096),
+        ...                      torch.device("cpu"))
+        >>> 0 <= val <= 1 and 0 <= test <= 1
+        True
+    """
+    logits = layerwise_inference(model, loader, device)
+    return (
+        accuracy(logits, data.y, data.val_mask),
+        accuracy(logits, data.y, data.test_mask),
+    )
+
+
+def load_data(config: TrainConfig) -> Data:
+    """Loads ``config.dataset`` with :func:`pyg_orch.datasets.load_dataset`.
+
+    Args:
+        config: the run settings (``dataset``, ``root``, ``seed``).
+
+    Returns:
+        The graph, with ``x``, ``y``, ``edge_index`` and the three split masks.
+
+    Example:
+        >>> load_data(TrainConfig(dataset="cora")).num_nodes
+        2708
+    """
+    from pyg_orch.datasets import load_dataset
+
+    return load_dataset(config.dataset, root=config.root, seed=config.seed)
+
+
+def train(
+    config: TrainConfig | None = None,
+    progress: bool = True,
+    data: Data | None = None,
+) -> TrainResult:
+    """Trains GraphSAGE on ``config.dataset`` and reports its accuracy.
+
+    Mini-batch training with :class:`~pyg_orch.OrchNeighborLoader` and Adam;
+    every ``eval_every`` epochs (and after the last one) exact layer-wise
+    inference scores the validation and test nodes. The test accuracy reported
+    is the one at the best validation accuracy (first such epoch on ties).
+
+    Args:
+        config: the run settings (``None``: all defaults).
+        progress: show a tqdm bar over epochs with loss and validation accuracy.
+        data: an already loaded graph to use instead of loading
+            ``config.dataset``.
+
+    Returns:
+        The :class:`TrainResult`.
+
+    Raises:
+        ValueError: an invalid setting (the message names it) or a graph
+            without the needed attributes.
+
+    Example:
+        >>> result = train(TrainConfig(epochs=2), progress=False)
+        >>> result.epochs_run
+        2
+    """
+    config = config if config is not None else TrainConfig()
+    config.validate()
+    device = resolve_device(config.device)
+    if data is None:
+        data = load_data(config)
+    _check_data(data)
+
+    seed_everything(config.seed)
+    model = build_model(config, data.num_features, num_classes_of(data)).to(device)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+    )
+    train_loader = make_train_loader(data, config)
+    eval_loader = make_eval_loader(data, config.eval_batch_size)
+    return _fit(config, model, optimizer, train_loader, eval_loader, data, progress)
+
+
+def _check_data(data: Data) -> None:
+    missing = [
+        key
+        for key in ("x", "y", "edge_index", "train_mask", "val_mask", "test_mask")
+        if getattr(data, key, None) is None
+    ]
+    if missing:
+        raise ValueError(f"data is missing {', '.join(missing)}")
+    if int(data.train_mask.sum()) == 0:
+        raise ValueError("data.train_mask selects no nodes")
+
+
+def _fit(
+    config: TrainConfig,
+    model: GraphSAGE,
+    optimizer: torch.optim.Optimizer,
+    train_loader: OrchNeighborLoader,
+    eval_loader: OrchNeighborLoader,
+    data: Data,
+    progress: bool,
+) -> TrainResult:
+    device = next(model.parameters()).device
+    result = TrainResult(
+        best_val_acc=float("nan"),
+        test_acc=float("nan"),
+        best_epoch=0,
+        epochs_run=0,
+        seconds_per_epoch=0.0,
+        device=str(device),
+    )
+    start = time.perf_counter()
+    train_seconds = 0.0
+    bar = tqdm(
+        range(1, config.epochs + 1), desc="train", unit="epoch", disable=not progress
+    )
+    for epoch in bar:
+        tick = time.perf_counter()
+        result.losses.append(train_epoch(model, train_loader, optimizer, device))
+        train_seconds += time.perf_counter() - tick
+        result.epochs_run = epoch
+        postfix = {"loss": f"{result.losses[-1]:.4f}"}
+        if epoch % config.eval_every == 0 or epoch == config.epochs:
+            tick = time.perf_counter()
+            val_acc, test_acc = evaluate(model, data, eval_loader, device)
+            result.eval_seconds += time.perf_counter() - tick
+            result.val_accs.append((epoch, val_acc))
+            if result.best_epoch == 0 or val_acc > result.best_val_acc:
+                result.best_val_acc, result.test_acc = val_acc, test_acc
+                result.best_epoch = epoch
+            postfix["val_acc"] = f"{val_acc:.4f}"
+            postfix["best"] = f"{result.best_val_acc:.4f}"
+        bar.set_postfix(postfix)
+    bar.close()
+    result.seconds_per_epoch = train_seconds / max(result.epochs_run, 1)
+    result.total_seconds = time.perf_counter() - start
+    return result

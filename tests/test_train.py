@@ -1,0 +1,193 @@
+"""Tests of the training job (pyg_orch.train) and the ``pyg-orch`` command line."""
+
+import dataclasses
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from pyg_orch.cli import build_parser, main, parse_fanouts
+from pyg_orch.train import (
+    TrainConfig,
+    accuracy,
+    build_model,
+    layerwise_inference,
+    make_eval_loader,
+    resolve_device,
+    train,
+)
+
+# Small settings that still exercise sampling, trimming and evaluation.
+SMALL = {
+    "num_neighbors": (5, 5),
+    "batch_size": 64,
+    "hidden_channels": 32,
+    "epochs": 2,
+}
+
+
+def test_cli_train_prints_accuracy(capsys):
+    status = main(["train", "--epochs", "2", "--no-progress", "--seed", "0"])
+    out = capsys.readouterr().out
+    assert status == 0
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("dataset: cora | nodes 2708 | edges 10556")
+    assert "train/val/test 140/500/1000" in lines[0]
+    assert any(line.startswith("device: cpu") for line in lines)
+    assert re.fullmatch(r"best val accuracy: \d\.\d{4} \(epoch \d of 2\)", lines[-3])
+    assert lines[-2].startswith("time per epoch: ")
+    assert re.fullmatch(r"test accuracy: [01]\.\d{4}", lines[-1])
+
+
+def test_cli_accepts_space_and_comma_fanouts():
+    parser = build_parser()
+    spaced = parser.parse_args(["train", "--num-neighbors", "15", "10", "5"])
+    commas = parser.parse_args(["train", "--num-neighbors", "15,10,5"])
+    assert spaced.num_neighbors == commas.num_neighbors == (15, 10, 5)
+    assert parse_fanouts(["4,", "-1"]) == (4, -1)
+
+
+def test_cli_defaults_match_train_config():
+    args = build_parser().parse_args(["train"])
+    defaults = TrainConfig()
+    for field in dataclasses.fields(TrainConfig):
+        assert getattr(args, field.name) == getattr(defaults, field.name), field.name
+    assert args.progress is True
+
+
+def test_train_returns_sane_values(cora):
+    result = train(TrainConfig(epochs=3, device="cpu"), progress=False, data=cora)
+    assert result.epochs_run == 3
+    assert len(result.losses) == 3 and all(loss > 0 for loss in result.losses)
+    assert [epoch for epoch, _ in result.val_accs] == [1, 2, 3]
+    assert result.best_val_acc == max(acc for _, acc in result.val_accs)
+    assert 1 <= result.best_epoch <= 3
+    assert 0.3 < result.test_acc <= 1.0  # chance is ~0.14 on 7 classes
+    assert result.seconds_per_epoch > 0 and result.total_seconds > 0
+    assert result.device == "cpu"
+
+
+def test_eval_every_evaluates_last_epoch(cora):
+    config = TrainConfig(**{**SMALL, "epochs": 3}, eval_every=2)
+    result = train(config, progress=False, data=cora)
+    assert [epoch for epoch, _ in result.val_accs] == [2, 3]
+
+
+def test_train_is_deterministic_under_seed(cora):
+    config = TrainConfig(**SMALL, seed=3)
+    first = train(config, progress=False, data=cora)
+    second = train(config, progress=False, data=cora)
+    assert first.losses == second.losses
+    assert first.val_accs == second.val_accs
+    assert first.test_acc == second.test_acc
+
+
+def test_layerwise_inference_equals_full_batch(cora):
+    torch.manual_seed(0)
+    model = build_model(TrainConfig(hidden_channels=64), cora.num_features, 7)
+    # Several batches, so that nodes are computed in different subgraphs.
+    logits = layerwise_inference(
+        model, make_eval_loader(cora, batch_size=1000), torch.device("cpu")
+    )
+    model.eval()
+    with torch.no_grad():
+        full = model(cora.x, cora.edge_index)
+    assert torch.allclose(logits, full, atol=1e-4, rtol=0)
+    mask = torch.ones(cora.num_nodes, dtype=torch.bool)
+    assert accuracy(logits, cora.y, mask) == accuracy(full, cora.y, mask)
+
+
+def test_accuracy_handles_empty_mask():
+    logits = torch.tensor([[1.0, 0.0]])
+    assert math.isnan(accuracy(logits, torch.tensor([0]), torch.tensor([False])))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_cuda_names_device_option(cora):
+    with pytest.raises(ValueError, match="--device cpu"):
+        resolve_device("cuda")
+    with pytest.raises(ValueError, match=r"device \(--device\)"):
+        train(TrainConfig(device="cuda"), progress=False, data=cora)
+
+
+def test_auto_device_resolves():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+
+
+def test_unknown_device_is_rejected():
+    with pytest.raises(ValueError, match="--device"):
+        resolve_device("tpu")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"num_neighbors": ()}, "num_neighbors"),
+        ({"num_neighbors": (10, 0)}, "num_neighbors"),
+        ({"num_neighbors": "15,10"}, "num_neighbors"),
+        ({"epochs": 0}, "epochs"),
+        ({"hidden_channels": 0}, "hidden_channels"),
+        ({"lr": 0.0}, "lr"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"eval_every": 0}, "eval_every"),
+        ({"eval_batch_size": 0}, "eval_batch_size"),
+        ({"num_workers": -1}, "num_workers"),
+    ],
+)
+def test_bad_config_names_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=rf"^{name} \("):
+        TrainConfig(**kwargs)
+
+
+def test_train_revalidates_changed_config(cora):
+    config = TrainConfig()
+    config.batch_size = 0
+    with pytest.raises(ValueError, match="batch_size"):
+        train(config, progress=False, data=cora)
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--batch-size", "0"], "--batch-size"),
+        (["--num-neighbors", ","], "--num-neighbors"),
+        (["--device", "cuda:99"], "--device"),
+        (["--dataset", "no-such-dataset"], "no-such-dataset"),
+    ],
+)
+def test_cli_bad_options_exit_2(capsys, argv, option):
+    if argv[1] == "cuda:99" and torch.cuda.device_count() >= 100:
+        pytest.skip("has 100 CUDA devices")
+    assert main(["train", *argv, "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert option in captured.err
+    assert "test accuracy" not in captured.out
+
+
+def test_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "train" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--num-neighbors", "--batch-size", "--device", "--no-progress"):
+        assert option in out
+
+
+def test_python_dash_m_help():
+    completed = subprocess.run(
+        [sys.executable, "-m", "pyg_orch", "train", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "usage: pyg-orch train" in completed.stdout

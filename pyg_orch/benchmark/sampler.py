@@ -1,0 +1,93 @@
+"""Batches per second of the Numba sampler against torch-sparse's and pyg-lib's."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+from collections.abc import Callable
+
+import torch
+from torch_geometric.sampler import NodeSamplerInput
+
+from pyg_orch.benchmark.timing import median_ms, time_calls
+from pyg_orch.datasets import power_law_graph
+from pyg_orch.sampling import OrchNeighborSampler
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this benchmark's options to ``parser``."""
+    parser.add_argument("--num-nodes", type=int, default=200_000)
+    parser.add_argument("--avg-degree", type=float, default=20.0)
+    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--batches", type=int, default=50, help="timed batches")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def _torch_sparse_sampler(sampler: OrchNeighborSampler) -> Callable | None:
+    try:
+        import torch_sparse  # noqa: F401
+
+        op = torch.ops.torch_sparse.neighbor_sample
+    except (ImportError, OSError, AttributeError, RuntimeError):
+        return None
+    fanouts = list(sampler.num_neighbors.get_mapped_values())
+    return lambda seed: op(sampler.colptr, sampler.row, seed, fanouts, False, True)
+
+
+def _pyg_lib_sampler(sampler: OrchNeighborSampler) -> Callable | None:
+    try:
+        import pyg_lib  # noqa: F401
+
+        op = torch.ops.pyg.neighbor_sample
+    except (ImportError, OSError, AttributeError, RuntimeError):
+        return None
+    fanouts = list(sampler.num_neighbors.get_mapped_values())
+    return lambda seed: op(sampler.colptr, sampler.row, seed, fanouts)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Builds the graph, times each available sampler and prints the table."""
+    start = time.perf_counter()
+    data = power_law_graph(
+        args.num_nodes, avg_degree=args.avg_degree, num_features=1, seed=args.seed
+    )
+    print(
+        f"power-law graph: {data.num_nodes:,} nodes, {data.num_edges:,} edges "
+        f"(built in {time.perf_counter() - start:.1f} s); fan-outs "
+        f"{args.num_neighbors}, batch {args.batch_size}, {args.batches} batches, "
+        f"{torch.get_num_threads()} threads"
+    )
+    sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
+    generator = torch.Generator().manual_seed(args.seed)
+    seeds = [
+        torch.randint(data.num_nodes, (args.batch_size,), generator=generator)
+        for _ in range(args.batches)
+    ]
+
+    def batches(sample: Callable) -> Callable[[], object]:
+        queue = itertools.cycle(seeds)
+        return lambda: sample(next(queue))
+
+    def numba_sample(seed: torch.Tensor) -> object:
+        return sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seed))
+
+    candidates = {
+        "pyg_orch (Numba)": numba_sample,
+        "torch-sparse": _torch_sparse_sampler(sampler),
+        "pyg-lib": _pyg_lib_sampler(sampler),
+    }
+    print(f"{'sampler':<20}{'ms/batch':>10}{'batches/s':>12}{'vs torch-sparse':>18}")
+    results = {}
+    for name, sample in candidates.items():
+        if sample is None:
+            continue
+        results[name] = median_ms(time_calls(batches(sample), args.batches))
+    reference = results.get("torch-sparse")
+    for name, milliseconds in results.items():
+        ratio = f"{reference / milliseconds:.1f}x" if reference else "n/a"
+        print(f"{name:<20}{milliseconds:>10.2f}{1000 / milliseconds:>12.1f}{ratio:>18}")
+    for name in ("torch-sparse", "pyg-lib"):
+        if name not in results:
+            print(f"{name}: not installed, so not measured (no ratio).")

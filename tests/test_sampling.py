@@ -7,7 +7,7 @@ from conftest import random_graph
 from scipy.stats import chisquare
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.nn import GraphSAGE
-from torch_geometric.sampler import NodeSamplerInput
+from torch_geometric.sampler import NodeSamplerInput, SamplerOutput
 
 from pyg_orch import OrchNeighborLoader, OrchNeighborSampler
 from pyg_orch.kernels.sample import sample_layers
@@ -267,3 +267,27 @@ def hetero_graph() -> HeteroData:
 def test_unsupported_options_name_themselves(data, options, named):
     with pytest.raises(NotImplementedError, match=named):
         OrchNeighborLoader(data, num_neighbors=[2, 2], **options)
+
+
+def test_unsupported_options_fall_back_to_pyg_backend(monkeypatch):
+    # Without pyg-lib or torch-sparse installed, pretend one is and check that
+    # the sampler hands the batch to PyG's own _sample.
+    from torch_geometric.sampler import NeighborSampler
+
+    import pyg_orch.sampling
+
+    calls = []
+
+    def pyg_sample(self, seed, seed_time=None, **kwargs):
+        calls.append(seed)
+        return "from PyG"
+
+    monkeypatch.setattr(pyg_orch.sampling, "_backend_available", lambda: True)
+    monkeypatch.setattr(NeighborSampler, "_sample", pyg_sample)
+    data = random_graph(20, 60)
+    sampler = OrchNeighborSampler(data, num_neighbors=[2], subgraph_type="induced")
+    assert sampler._sample(torch.tensor([1, 2])) == "from PyG"
+    assert len(calls) == 1
+    plain = OrchNeighborSampler(data, num_neighbors=[2])
+    assert isinstance(plain._sample(torch.tensor([1, 2])), SamplerOutput)
+    assert len(calls) == 1

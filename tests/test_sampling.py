@@ -133,18 +133,28 @@ def test_all_neighbours_match_a_plain_reference():
     assert sampled == edges
 
 
-def hub_pick_counts(degree: int, fanout: int, replace: bool, rounds: int):
-    """How often each neighbour of one hub is picked over ``rounds`` batches."""
+def star_graph(degree: int) -> Data:
+    """Node 0 with ``degree`` in-neighbours 1..degree."""
     edge_index = torch.stack([torch.arange(1, degree + 1), torch.zeros(degree).long()])
-    data = Data(edge_index=edge_index, num_nodes=degree + 1)
+    return Data(edge_index=edge_index, num_nodes=degree + 1)
+
+
+def pick_counts(data: Data, node: int, fanout: int, replace: bool, rounds: int):
+    """How often each in-neighbour of ``node`` is picked over ``rounds`` batches."""
     sampler = OrchNeighborSampler(data, num_neighbors=[fanout], replace=replace)
-    counts = torch.zeros(degree + 1, dtype=torch.long)
-    hub = NodeSamplerInput(input_id=None, node=torch.tensor([0]))
+    counts = torch.zeros(data.num_nodes, dtype=torch.long)
+    seed = NodeSamplerInput(input_id=None, node=torch.tensor([node]))
     torch.manual_seed(12345)
     for _ in range(rounds):
-        out = sampler.sample_from_nodes(hub)
-        counts += torch.bincount(out.node[out.row], minlength=degree + 1)
-    return counts[1:]
+        out = sampler.sample_from_nodes(seed)
+        counts += torch.bincount(out.node[out.row], minlength=data.num_nodes)
+    return counts[data.edge_index[0, data.edge_index[1] == node]]
+
+
+def assert_uniform(counts: torch.Tensor, picks: int) -> None:
+    assert counts.sum() == picks
+    expected = np.full(counts.numel(), picks / counts.numel())
+    assert chisquare(counts.numpy(), expected).pvalue > 1e-3
 
 
 @pytest.mark.parametrize(
@@ -153,21 +163,24 @@ def hub_pick_counts(degree: int, fanout: int, replace: bool, rounds: int):
 )
 def test_picks_are_uniform(degree, fanout, replace):
     # (50, 5) runs Floyd's algorithm, (50, 40) selection sampling.
-    rounds = 4000
-    counts = hub_pick_counts(degree, fanout, replace, rounds)
-    assert counts.sum() == rounds * fanout
-    expected = np.full(degree, rounds * fanout / degree)
-    assert chisquare(counts.numpy(), expected).pvalue > 1e-3
+    counts = pick_counts(star_graph(degree), 0, fanout, replace, rounds=4000)
+    assert_uniform(counts, 4000 * fanout)
+
+
+def test_picks_are_uniform_on_coras_hub(cora):
+    hub = int(torch.bincount(cora.edge_index[1]).argmax())
+    counts = pick_counts(cora, hub, fanout=10, replace=False, rounds=3000)
+    assert_uniform(counts, 3000 * 10)
 
 
 def test_pick_test_detects_a_biased_sampler():
     # The chi-square test above must be able to fail: move a fifth of the picks
     # of the last ten neighbours to the first ten, as a biased sampler would.
-    counts = hub_pick_counts(50, 5, False, 4000).numpy()
+    counts = pick_counts(star_graph(50), 0, 5, False, rounds=4000)
     counts[:10] += 80
     counts[-10:] -= 80
-    expected = np.full(50, counts.sum() / 50)
-    assert chisquare(counts, expected).pvalue < 1e-3
+    with pytest.raises(AssertionError):
+        assert_uniform(counts, 4000 * 5)
 
 
 def test_trim_to_layer_equals_untrimmed_output(cora):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import time
 from collections.abc import Callable
@@ -25,26 +26,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
-def _torch_sparse_sampler(sampler: OrchNeighborSampler) -> Callable | None:
-    try:
-        import torch_sparse  # noqa: F401
+# Compiled samplers PyG can use: module to import, op, and the arguments after
+# (colptr, row, seed, fanouts) that PyG passes for a CSC graph, directional
+# sampling without replacement.
+_EXTENSIONS = {
+    "torch-sparse": (
+        "torch_sparse",
+        ("torch_sparse", "neighbor_sample"),
+        (False, True),
+        {},
+    ),
+    "pyg-lib": ("pyg_lib", ("pyg", "neighbor_sample"), (), {"csc": True}),
+}
 
-        op = torch.ops.torch_sparse.neighbor_sample
+
+def _extension_sampler(sampler: OrchNeighborSampler, name: str) -> Callable | None:
+    """The compiled sampler ``name`` on ``sampler``'s graph, or ``None`` if absent."""
+    module, (namespace, op_name), extra, keywords = _EXTENSIONS[name]
+    try:
+        importlib.import_module(module)
+        op = getattr(getattr(torch.ops, namespace), op_name)
     except (ImportError, OSError, AttributeError, RuntimeError):
         return None
     fanouts = list(sampler.num_neighbors.get_mapped_values())
-    return lambda seed: op(sampler.colptr, sampler.row, seed, fanouts, False, True)
-
-
-def _pyg_lib_sampler(sampler: OrchNeighborSampler) -> Callable | None:
-    try:
-        import pyg_lib  # noqa: F401
-
-        op = torch.ops.pyg.neighbor_sample
-    except (ImportError, OSError, AttributeError, RuntimeError):
-        return None
-    fanouts = list(sampler.num_neighbors.get_mapped_values())
-    return lambda seed: op(sampler.colptr, sampler.row, seed, fanouts)
+    return lambda seed: op(
+        sampler.colptr, sampler.row, seed, fanouts, *extra, **keywords
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -75,8 +82,7 @@ def run(args: argparse.Namespace) -> None:
 
     candidates = {
         "pyg_orch (Numba)": numba_sample,
-        "torch-sparse": _torch_sparse_sampler(sampler),
-        "pyg-lib": _pyg_lib_sampler(sampler),
+        **{name: _extension_sampler(sampler, name) for name in _EXTENSIONS},
     }
     print(f"{'sampler':<20}{'ms/batch':>10}{'batches/s':>12}{'vs torch-sparse':>18}")
     results = {}

@@ -1,0 +1,212 @@
+"""Hot-node aggregation: the Numba kernel against plain torch and torch.sparse.mm."""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from collections.abc import Callable
+
+import numba
+import numpy as np
+import torch
+from numba import njit, prange
+from torch import Tensor
+from torch_geometric.sampler.utils import to_csc
+
+from pyg_orch.benchmark.timing import median_ms, time_calls
+from pyg_orch.datasets import power_law_graph
+from pyg_orch.kernels.aggregate import AGGREGATIONS, aggregate, gcn_inverse_sqrt_degree
+
+_BYTES_PER_FLOAT = 4
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this benchmark's options to ``parser``."""
+    parser.add_argument("--num-nodes", type=int, default=1_000_000)
+    parser.add_argument("--avg-degree", type=float, default=20.0)
+    parser.add_argument("--num-features", type=int, default=100)
+    parser.add_argument(
+        "--hot-ratio", type=float, default=0.2, help="top fraction by in-degree"
+    )
+    parser.add_argument("--kind", choices=sorted(AGGREGATIONS), default="mean")
+    parser.add_argument("--repeats", type=int, default=7, help="timed calls per way")
+    parser.add_argument("--copy-gb", type=float, default=1.0, help="copy test size")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _parallel_copy(src: np.ndarray, dst: np.ndarray) -> None:
+    for i in prange(src.shape[0]):
+        dst[i] = src[i]
+
+
+def _copy_bandwidths(gigabytes: float, repeats: int) -> dict[str, float]:
+    """GB/s (read + write bytes) of a single- and a multi-threaded copy."""
+    src = np.ones(int(gigabytes * 1e9) // _BYTES_PER_FLOAT, np.float32)
+    dst = np.zeros_like(src)
+    copies = {
+        "np.copyto, 1 thread": lambda: np.copyto(dst, src),
+        f"Numba prange, {numba.get_num_threads()} threads": lambda: _parallel_copy(
+            src, dst
+        ),
+    }
+    return {
+        name: 2 * src.nbytes / median_ms(time_calls(copy, repeats)) / 1e6
+        for name, copy in copies.items()
+    }
+
+
+def _hot_edges(
+    colptr: Tensor, row: Tensor, hot: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """CSR pointers, sources and destination positions of the hot in-edges."""
+    degree = colptr[hot + 1] - colptr[hot]
+    ptr = torch.zeros(hot.numel() + 1, dtype=torch.long)
+    ptr[1:] = degree.cumsum(0)
+    edge = torch.repeat_interleave(colptr[hot] - ptr[:-1], degree)
+    edge += torch.arange(edge.numel())
+    dst = torch.repeat_interleave(torch.arange(hot.numel()), degree)
+    return ptr, row[edge].long(), dst
+
+
+def _gcn_edges(
+    ptr: Tensor, src: Tensor, dst: Tensor, hot: Tensor, scale: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """gcn_norm's hot in-edges: own self loops out, one per node in, weighted."""
+    keep = src != hot[dst]
+    loops = torch.arange(hot.numel())
+    src = torch.cat([src[keep], hot])
+    dst = torch.cat([dst[keep], loops])
+    order = torch.sort(dst, stable=True).indices
+    src, dst = src[order], dst[order]
+    ptr = torch.zeros_like(ptr)
+    ptr[1:] = torch.bincount(dst, minlength=hot.numel()).cumsum(0)
+    return ptr, src, dst, scale[src] * scale[hot[dst]]
+
+
+def _torch_way(
+    x: Tensor, src: Tensor, dst: Tensor, weight: Tensor | None, kind: str, size: int
+) -> Callable[[], Tensor]:
+    """What PyG does: one message row per edge, then a scatter onto the nodes."""
+    shape = (size, x.size(1))
+    degree = torch.bincount(dst, minlength=size).clamp(min=1).unsqueeze(1).float()
+
+    def call() -> Tensor:
+        message = x.index_select(0, src)
+        if kind == "max":
+            index = dst.unsqueeze(1).expand_as(message)
+            return x.new_zeros(shape).scatter_reduce_(
+                0, index, message, "amax", include_self=False
+            )
+        if weight is not None:
+            message.mul_(weight.unsqueeze(1))
+        out = x.new_zeros(shape).index_add_(0, dst, message)
+        return out.div_(degree) if kind == "mean" else out
+
+    return call
+
+
+def _sparse_way(
+    x: Tensor, ptr: Tensor, src: Tensor, weight: Tensor, size: int
+) -> Callable[[], Tensor]:
+    """``torch.sparse.mm`` with a CSR matrix of the hot rows (built here, once)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
+        matrix = torch.sparse_csr_tensor(
+            ptr, src, weight, (size, x.size(0)), check_invariants=False
+        )
+    return lambda: torch.sparse.mm(matrix, x)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Builds the graph, times each way of aggregating and prints the table."""
+    start = time.perf_counter()
+    data = power_law_graph(
+        args.num_nodes,
+        avg_degree=args.avg_degree,
+        num_features=args.num_features,
+        seed=args.seed,
+    )
+    colptr, row, _ = to_csc(data, device="cpu")
+    x = data.x.contiguous()
+    print(
+        f"power-law graph: {data.num_nodes:,} nodes, {data.num_edges:,} edges, "
+        f"{x.size(1)} features (built in {time.perf_counter() - start:.1f} s); "
+        f"{numba.get_num_threads()} Numba / {torch.get_num_threads()} torch threads"
+    )
+    num_hot = max(1, round(args.hot_ratio * data.num_nodes))
+    hot = torch.sort(torch.topk(colptr[1:] - colptr[:-1], num_hot).indices).values
+    ways, num_edges = _ways(colptr, row, x, hot, args.kind)
+    moved = (num_edges + num_hot) * x.size(1) * _BYTES_PER_FLOAT
+    print(
+        f"hot set: top {args.hot_ratio:.0%} by in-degree = {num_hot:,} nodes (in id "
+        f"order) with {num_edges:,} in-edges; kind {args.kind}; median of "
+        f"{args.repeats} calls after a warm-up call"
+    )
+    print(
+        f"bytes moved = (in-edges + hot nodes) x features x 4 B = "
+        f"({num_edges:,} + {num_hot:,}) x {x.size(1)} x 4 B = {moved / 1e9:.2f} GB "
+        f"(one row read per in-edge, one row write per hot node)"
+    )
+    _print_table(ways, moved, args)
+
+
+def _ways(
+    colptr: Tensor, row: Tensor, x: Tensor, hot: Tensor, kind: str
+) -> tuple[dict[str, Callable[[], Tensor]], int]:
+    """The ways to time, kernel first, and the number of hot in-edges."""
+    scale = gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy())
+    out = np.empty((hot.numel(), x.size(1)), np.float32)
+    kernel_args = (colptr.numpy(), row.numpy(), x.numpy(), hot.numpy())
+    ways = {
+        "pyg_orch kernel (Numba)": lambda: torch.from_numpy(
+            aggregate(*kernel_args, kind, out, scale)
+        )
+    }
+    ptr, src, dst = _hot_edges(colptr, row, hot)
+    num_edges = src.numel()
+    if kind == "gcn":
+        ptr, src, dst, weight = _gcn_edges(ptr, src, dst, hot, torch.from_numpy(scale))
+    else:
+        degree = (ptr[1:] - ptr[:-1]).clamp(min=1).float()
+        weight = torch.ones(num_edges) if kind == "sum" else 1.0 / degree[dst]
+    # PyG's sum and mean scatter raw rows (the mean divides afterwards): only
+    # GCN weighs messages. The weights always fill the CSR matrix.
+    ways["torch index_select + index_add_"] = _torch_way(
+        x, src, dst, weight if kind == "gcn" else None, kind, hot.numel()
+    )
+    if kind != "max":
+        ways["torch.sparse.mm (CSR)"] = _sparse_way(x, ptr, src, weight, hot.numel())
+    return ways, num_edges
+
+
+def _print_table(
+    ways: dict[str, Callable[[], Tensor]], moved: int, args: argparse.Namespace
+) -> None:
+    """Times every way, checks they agree, prints their rows and the copy rows."""
+    results, milliseconds = {}, {}
+    for name, call in ways.items():
+        results[name] = call().clone()  # also the warm-up call
+        milliseconds[name] = median_ms(time_calls(call, args.repeats, warmup=0))
+    kernel_name = next(iter(ways))
+    kernel = results[kernel_name]
+    print(f"{'way':<34}{'ms':>10}{'GB/s':>8}{'torch/kernel':>14}{'max rel diff':>14}")
+    for name, ms in milliseconds.items():
+        ratio = f"{ms / milliseconds[kernel_name]:.1f}x"
+        diff = (results[name] - kernel).abs().max() / kernel.abs().max().clamp(min=1)
+        print(
+            f"{name:<34}{ms:>10.1f}{moved / ms / 1e6:>8.1f}{ratio:>14}"
+            f"{diff.item():>14.1e}"
+        )
+    kernel_bandwidth = moved / milliseconds[kernel_name] / 1e6
+    for name, bandwidth in _copy_bandwidths(args.copy_gb, args.repeats).items():
+        print(
+            f"memory copy ({name}): {bandwidth:.1f} GB/s (read + write of "
+            f"{args.copy_gb:g} GB); kernel at {kernel_bandwidth / bandwidth:.0%} of it"
+        )
+    print("max rel diff: max |way - kernel| / max |kernel|, over all outputs.")
+    if args.kind == "max":
+        print("torch.sparse.mm: no max reduction, so not measured.")
+    else:
+        print("torch.sparse.mm: CSR matrix of the hot rows built once, outside timing.")

@@ -29,6 +29,9 @@ def _node_map(num_nodes: int) -> np.ndarray:
     return maps[num_nodes]
 
 
+_EMPTY_MASK = np.zeros(0, dtype=np.bool_)
+
+
 def _backend_available() -> bool:
     return pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
 
@@ -98,6 +101,8 @@ class OrchNeighborSampler(NeighborSampler):
                 f"are not installed. Drop that option or install one of them."
             )
         self.use_pyg_backend = unsupported is not None
+        # Nodes the last hop does not expand (hot nodes); set by the loader.
+        self.hot_mask: Tensor | None = None
         with warnings.catch_warnings():
             # PyG warns that sampling without pyg-lib is deprecated; this
             # class is the sampler that makes pyg-lib unnecessary.
@@ -122,6 +127,7 @@ class OrchNeighborSampler(NeighborSampler):
             self.replace,
             random_seed,
             _node_map(self.colptr.numel() - 1),
+            _EMPTY_MASK if self.hot_mask is None else self.hot_mask.numpy(),
         )
         row, col = torch.from_numpy(row), torch.from_numpy(col)
         if self.sample_direction == "backward":

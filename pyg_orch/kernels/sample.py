@@ -42,6 +42,15 @@ def num_picks(fanout: int, degree: int, replace: bool) -> int:
     return min(fanout, degree)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _hop_picks(
+    colptr: np.ndarray, node: int, fanout: int, replace: bool, skip: np.ndarray
+) -> int:
+    if skip.shape[0] > 0 and skip[node]:
+        return 0
+    return num_picks(fanout, colptr[node + 1] - colptr[node], replace)
+
+
 @njit(cache=True, nogil=True)
 def pick_neighbors(
     degree: int, count: int, replace: bool, state: np.ndarray, out: np.ndarray
@@ -105,6 +114,7 @@ def sample_layers(
     replace: bool,
     random_seed: int,
     node_map: np.ndarray,
+    skip_last_hop: np.ndarray,
 ):
     """Samples a layered neighbourhood of ``seed``, hop by hop, as PyG orders it.
 
@@ -117,6 +127,9 @@ def sample_layers(
         random_seed: seed of the kernel's own random stream.
         node_map: ``int64[num_nodes]`` scratch filled with ``-1``; it is
             restored to ``-1`` before returning.
+        skip_last_hop: ``bool[num_nodes]`` marking nodes not to expand in the
+            last hop (hot nodes, whose bottom-layer input comes from a cache),
+            or an empty array to expand every node.
 
     Returns:
         ``(node, local_row, local_col, edge, nodes_per_hop, edges_per_hop)``:
@@ -152,11 +165,9 @@ def sample_layers(
     for hop in range(num_hops):
         hop_end = num_nodes
         hop_edges = 0
+        skip = skip_last_hop if hop == num_hops - 1 else skip_last_hop[:0]
         for dst in range(hop_begin, hop_end):
-            start = colptr[node[dst]]
-            degree = colptr[node[dst] + 1] - start
-            count = num_picks(fanouts[hop], degree, replace)
-            hop_edges += count
+            hop_edges += _hop_picks(colptr, node[dst], fanouts[hop], replace, skip)
         local_row = _grow(local_row, num_edges + hop_edges)
         local_col = _grow(local_col, num_edges + hop_edges)
         edge = _grow(edge, num_edges + hop_edges)
@@ -165,7 +176,7 @@ def sample_layers(
         for dst in range(hop_begin, hop_end):
             start = colptr[node[dst]]
             degree = colptr[node[dst] + 1] - start
-            count = num_picks(fanouts[hop], degree, replace)
+            count = _hop_picks(colptr, node[dst], fanouts[hop], replace, skip)
             picks = _grow(picks, count)
             pick_neighbors(degree, count, replace, state, picks)
             for j in range(count):

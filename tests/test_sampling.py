@@ -22,8 +22,17 @@ def in_degree(data: Data) -> torch.Tensor:
     return torch.bincount(data.edge_index[1].long(), minlength=data.num_nodes)
 
 
-def check_batch(batch: Data, data: Data, fanouts: list[int], replace: bool = False):
-    """Asserts everything a valid layered NeighborLoader batch must satisfy."""
+def check_batch(
+    batch: Data,
+    data: Data,
+    fanouts: list[int],
+    replace: bool = False,
+    hot: torch.Tensor | None = None,
+):
+    """Asserts everything a valid layered NeighborLoader batch must satisfy.
+
+    ``hot`` marks nodes the last hop must not expand.
+    """
     n_id, local = batch.n_id, batch.edge_index
     nodes_per_hop, edges_per_hop = batch.num_sampled_nodes, batch.num_sampled_edges
     assert len(nodes_per_hop) == len(fanouts) + 1
@@ -37,7 +46,8 @@ def check_batch(batch: Data, data: Data, fanouts: list[int], replace: bool = Fal
         edge_keys(sampled, data.num_nodes), edge_keys(data.edge_index, data.num_nodes)
     ).all()
     assert torch.equal(data.edge_index[:, batch.e_id].long(), sampled)
-    assert torch.equal(batch.edge_attr, data.edge_attr[batch.e_id])
+    if data.edge_attr is not None:
+        assert torch.equal(batch.edge_attr, data.edge_attr[batch.e_id])
 
     # Nodes past the seeds appear once, each in the hop that found it first.
     assert n_id[batch.batch_size :].unique().numel() == n_id.numel() - batch.batch_size
@@ -65,6 +75,8 @@ def check_batch(batch: Data, data: Data, fanouts: list[int], replace: bool = Fal
             expected = torch.where(frontier_degree > 0, fanout, 0)
         else:
             expected = frontier_degree.clamp(max=fanout)
+        if hot is not None and hop == len(fanouts) - 1:
+            expected[hot[n_id[frontier]]] = 0
         assert torch.equal(picks, expected)
         if not replace:
             keys = batch.e_id[edge_bounds[hop] : edge_bounds[hop + 1]] * n_id.numel()

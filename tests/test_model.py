@@ -1,0 +1,141 @@
+"""OrchModel against the plain PyG model and a plain-torch reference."""
+
+import pytest
+import torch
+from conftest import random_graph
+from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.utils import scatter
+
+from pyg_orch import OrchModel, OrchNeighborLoader
+
+MODELS = {"sage": GraphSAGE, "gcn": GCN, "gin": GIN}
+KINDS = {"sage": "mean", "gcn": "gcn", "gin": "sum"}
+
+
+def build(name: str, in_channels: int, seed: int = 0):
+    torch.manual_seed(seed)
+    return MODELS[name](in_channels, 16, num_layers=3, out_channels=5, dropout=0.0)
+
+
+def graph():
+    data = random_graph(300, 3000, seed=11)
+    data.edge_attr = None
+    return data
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_without_hot_vertices_it_equals_the_plain_model(name, cora):
+    for data in (graph(), cora):
+        loader = OrchNeighborLoader(data, num_neighbors=[8, 4, 2], batch_size=40)
+        model = build(name, data.num_features)
+        orch = OrchModel(model, loader)
+        torch.manual_seed(0)
+        for batch in list(loader)[:4]:
+            expected = model(batch.x, batch.edge_index)[: batch.batch_size]
+            assert torch.allclose(orch(batch), expected, atol=1e-5)
+
+
+def plain_aggregate(kind: str, x, src, dst, num_nodes):
+    """Bottom-layer aggregation with torch scatter; GCN still needs its weight."""
+    if kind == "gcn":
+        (src, dst), weight = gcn_norm(torch.stack([src, dst]), None, num_nodes)
+        return scatter(x[src] * weight.view(-1, 1), dst, 0, num_nodes, "sum")
+    return scatter(x[src], dst, 0, num_nodes, kind)
+
+
+def plain_layer(name: str, conv, agg, x):
+    if name == "sage":
+        return conv.lin_l(agg) + conv.lin_r(x)
+    if name == "gcn":
+        return conv.lin(agg) + conv.bias
+    return conv.nn((1 + conv.eps) * x + agg)
+
+
+def reference(name, model, batch, data):
+    """The untrimmed model in plain torch; hot rows of layer 0 aggregate over
+    the whole graph, everything else over the batch's sampled edges."""
+    x, (src, dst) = batch.x, batch.edge_index
+    full = plain_aggregate(KINDS[name], data.x, *data.edge_index, data.num_nodes)
+    for layer, conv in enumerate(model.convs):
+        agg = plain_aggregate(KINDS[name], x, src, dst, x.size(0))
+        if layer == 0:
+            hot = batch.hot_index
+            agg = agg.index_copy(0, hot, full[batch.n_id[hot]])
+        x = plain_layer(name, conv, agg, x)
+        if layer < len(model.convs) - 1:
+            x = x.relu()
+    return x[: batch.batch_size]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_hot_forward_and_gradients_match_a_plain_torch_reference(name, cora):
+    for data in (graph(), cora):
+        torch.manual_seed(1)
+        loader = OrchNeighborLoader(
+            data, num_neighbors=[6, 4, 3], batch_size=32, hot_ratio=0.3
+        )
+        model = build(name, data.num_features, seed=2)
+        orch = OrchModel(model, loader)
+        for batch in list(loader)[:3]:
+            assert batch.hot_index.numel() > 0
+            model.zero_grad()
+            out = orch(batch)
+            out.square().sum().backward()
+            grads = [p.grad.clone() for p in model.parameters()]
+            model.zero_grad()
+            expected = reference(name, model, batch, data)
+            expected.square().sum().backward()
+            assert torch.allclose(out, expected, atol=1e-4, rtol=1e-4)
+            for grad, parameter in zip(grads, model.parameters(), strict=True):
+                assert torch.allclose(grad, parameter.grad, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["sage", "gin"])
+def test_hot_rows_of_the_bottom_aggregation_are_full_neighbourhood(name, cora):
+    torch.manual_seed(3)
+    loader = OrchNeighborLoader(
+        cora, num_neighbors=[5, 5], batch_size=64, hot_ratio=0.2
+    )
+    model = MODELS[name](cora.num_features, 8, num_layers=2, out_channels=7)
+    orch = OrchModel(model, loader)
+    seen = []
+    model.convs[0].register_message_and_aggregate_forward_hook(
+        lambda module, inputs, output: seen.append(output)
+    )
+    batch = next(iter(loader))
+    orch(batch)
+    full = plain_aggregate(KINDS[name], cora.x, *cora.edge_index, cora.num_nodes)
+    hot = batch.hot_index
+    assert torch.allclose(seen[0][hot], full[batch.n_id[hot]], atol=1e-5)
+
+
+def test_inference_equals_full_graph_forward(cora):
+    for name in MODELS:
+        model = build(name, cora.num_features).eval()
+        expected = model(cora.x, cora.edge_index)
+        assert torch.allclose(OrchModel(model).inference(cora), expected, atol=1e-4)
+
+
+def test_convs_with_weighted_messages_need_the_embedding_mode(cora):
+    loader = OrchNeighborLoader(
+        cora, num_neighbors=[5, 5], batch_size=64, hot_ratio=0.1
+    )
+    gat = GAT(cora.num_features, 8, num_layers=2, out_channels=7)
+    with pytest.raises(NotImplementedError, match="embedding"):
+        OrchModel(gat, loader)
+    plain = OrchNeighborLoader(cora, num_neighbors=[5, 5], batch_size=64)
+    batch = next(iter(plain))
+    gat.eval()
+    expected = gat(batch.x, batch.edge_index)[: batch.batch_size]
+    assert torch.allclose(OrchModel(gat, plain)(batch), expected, atol=1e-5)
+
+
+def test_rejects_what_it_cannot_wrap(cora):
+    with pytest.raises(TypeError, match="BasicGNN"):
+        OrchModel(torch.nn.Linear(3, 3))
+    with pytest.raises(NotImplementedError, match="jk"):
+        OrchModel(GraphSAGE(4, 8, num_layers=2, jk="cat"))
+    loader = OrchNeighborLoader(cora, num_neighbors=[5, 5, 5], batch_size=8)
+    with pytest.raises(ValueError, match="one fan-out per layer"):
+        OrchModel(GraphSAGE(cora.num_features, 8, num_layers=2))(next(iter(loader)))

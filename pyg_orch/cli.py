@@ -24,7 +24,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyg_orch import __version__
-from pyg_orch.train import TrainConfig, TrainResult, load_data, resolve_device, train
+from pyg_orch.hotness import HOT_METHODS
+from pyg_orch.train import (
+    MODELS,
+    TrainConfig,
+    TrainResult,
+    load_data,
+    resolve_device,
+    train,
+)
 
 __all__ = ["COMMANDS", "build_parser", "main", "parse_fanouts"]
 
@@ -94,6 +102,12 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
     )
     model = parser.add_argument_group("model and training")
     model.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        default=defaults.model,
+        help=f"the PyG model: GraphSAGE, GCN or GIN (default: {defaults.model})",
+    )
+    model.add_argument(
         "--num-neighbors",
         nargs="+",
         action=_FanoutAction,
@@ -110,6 +124,19 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
     _option(model, "--dropout", float, defaults, "dropout probability")
     _option(model, "--weight-decay", float, defaults, "Adam weight decay")
     _option(model, "--seed", int, defaults, "random seed")
+    hot = parser.add_argument_group("hot/cold split")
+    _option(hot, "--hot-ratio", float, defaults, "fraction of vertices made hot")
+    hot.add_argument(
+        "--hot-method",
+        choices=HOT_METHODS,
+        default=defaults.hot_method,
+        help=f"how hot vertices are chosen (default: {defaults.hot_method})",
+    )
+    hot.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run with --hot-ratio 0 and print both results",
+    )
     run = parser.add_argument_group("execution")
     _option(run, "--device", str, defaults, "auto (CUDA if available), cpu or cuda")
     _option(run, "--num-workers", int, defaults, "DataLoader worker processes")
@@ -150,10 +177,12 @@ def _header(config: TrainConfig, data: Any, device: str) -> str:
         f"dataset: {config.dataset} | nodes {data.num_nodes} | "
         f"edges {data.num_edges} | features {data.num_features} | "
         f"classes {int(data.y.max()) + 1} | train/val/test {splits}\n"
-        f"model: GraphSAGE, {len(config.num_neighbors)} layers, hidden "
+        f"model: {MODELS[config.model].__name__}, {len(config.num_neighbors)} "
+        f"layers, hidden "
         f"{config.hidden_channels}, fan-out "
         f"{','.join(map(str, config.num_neighbors))}, batch {config.batch_size}, "
-        f"{config.epochs} epochs\n"
+        f"{config.epochs} epochs, hot ratio {config.hot_ratio:g} "
+        f"({config.hot_method})\n"
         f"device: {device}"
     )
 
@@ -177,8 +206,25 @@ def _run_train(args: argparse.Namespace) -> int:
         return _fail(args.command, error)
     print(_header(config, data, str(device)), flush=True)
     result = train(config, progress=args.progress, data=data)
+    if args.compare:
+        # The same run, seed and data without hot vertices, for comparison.
+        plain = train(
+            dataclasses.replace(config, hot_ratio=0.0),
+            progress=args.progress,
+            data=data,
+        )
+        print(_comparison(config, result, plain), flush=True)
     print(_summary(result), flush=True)
     return 0
+
+
+def _comparison(config: TrainConfig, result: TrainResult, plain: TrainResult) -> str:
+    rows = [(f"hot ratio {config.hot_ratio:g}", result), ("hot ratio 0", plain)]
+    return "\n".join(
+        f"{name:<16} test accuracy {r.test_acc:.4f}, best val {r.best_val_acc:.4f}, "
+        f"{r.seconds_per_epoch:.3f} s per epoch"
+        for name, r in rows
+    )
 
 
 #: Subcommands: name -> (help, add options to the parser, run it -> exit status).
@@ -191,7 +237,7 @@ COMMANDS: dict[
     ],
 ] = {
     "train": (
-        "train GraphSAGE with sampled mini-batches and report test accuracy",
+        "train a GNN with sampled mini-batches and report test accuracy",
         _add_train_options,
         _run_train,
     ),

@@ -1,4 +1,4 @@
-"""The training job: mini-batch GraphSAGE on :class:`~pyg_orch.OrchNeighborLoader`.
+"""The training job: a PyG GNN on :class:`~pyg_orch.OrchNeighborLoader` batches.
 
 Training samples fixed fan-outs around the training nodes; evaluation runs
 layer-wise over the full neighbourhood of every node (one hop at a time), so it
@@ -23,20 +23,25 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric import seed_everything
 from torch_geometric.data import Data
-from torch_geometric.nn import GraphSAGE
+from torch_geometric.nn import GCN, GIN, GraphSAGE
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 from tqdm.auto import tqdm
 
+from pyg_orch.hotness import HOT_METHODS
 from pyg_orch.loader import OrchNeighborLoader
+from pyg_orch.model import OrchModel
+
+#: ``--model`` choices: PyG models OrchModel serves exactly from the hot cache.
+MODELS: dict[str, type[BasicGNN]] = {"sage": GraphSAGE, "gcn": GCN, "gin": GIN}
 
 __all__ = [
+    "MODELS",
     "TrainConfig",
     "TrainResult",
     "accuracy",
     "build_model",
     "evaluate",
-    "layerwise_inference",
     "load_data",
-    "make_eval_loader",
     "make_train_loader",
     "num_classes_of",
     "resolve_device",
@@ -59,10 +64,11 @@ class TrainConfig:
             ``"power-law"``) or a path to an ``.npz`` file.
         root: where datasets are downloaded/cached (``None``: the loader's
             default).
+        model: ``"sage"`` (GraphSAGE), ``"gcn"`` (GCN) or ``"gin"`` (GIN).
         num_neighbors: fan-out per hop for training; its length is the number
-            of GraphSAGE layers. ``-1`` takes all neighbours of that hop.
+            of layers. ``-1`` takes all neighbours of that hop.
         batch_size: training seed nodes per mini-batch.
-        hidden_channels: width of the hidden GraphSAGE layers.
+        hidden_channels: width of the hidden layers.
         epochs: passes over the training nodes.
         lr: Adam learning rate.
         dropout: dropout probability between layers.
@@ -76,6 +82,10 @@ class TrainConfig:
             evaluated); the reported test accuracy is the one at the
             evaluation with the best validation accuracy.
         weight_decay: Adam weight decay (L2 penalty).
+        hot_ratio: fraction of vertices whose bottom-layer aggregation comes
+            from the hot cache (0: none, plain NeighborLoader batches).
+        hot_method: how hot vertices are chosen: ``"presample"`` or
+            ``"degree"``.
 
     Example:
         >>> config = TrainConfig(num_neighbors=[10, 5], epochs=5)
@@ -85,6 +95,7 @@ class TrainConfig:
 
     dataset: str = "cora"
     root: str | None = None
+    model: str = "sage"
     num_neighbors: tuple[int, ...] = (15, 10, 5)
     batch_size: int = 512
     hidden_channels: int = 256
@@ -97,6 +108,8 @@ class TrainConfig:
     eval_batch_size: int = 4096
     eval_every: int = 1
     weight_decay: float = 0.0
+    hot_ratio: float = 0.0
+    hot_method: str = "presample"
 
     def __post_init__(self) -> None:
         if isinstance(self.num_neighbors, str) or not isinstance(
@@ -120,6 +133,19 @@ class TrainConfig:
         """
         if not self.dataset:
             raise ValueError("dataset (--dataset) must be a name or a path")
+        if self.model not in MODELS:
+            raise ValueError(
+                f"model (--model) must be one of {sorted(MODELS)}, got {self.model!r}"
+            )
+        if isinstance(self.hot_ratio, bool) or not 0 <= self.hot_ratio <= 1:
+            raise ValueError(
+                f"hot_ratio (--hot-ratio) must be in [0, 1], got {self.hot_ratio!r}"
+            )
+        if self.hot_method not in HOT_METHODS:
+            raise ValueError(
+                f"hot_method (--hot-method) must be one of {HOT_METHODS}, got "
+                f"{self.hot_method!r}"
+            )
         _check_fanouts(self.num_neighbors)
         for name, option in (
             ("batch_size", "--batch-size"),
@@ -273,23 +299,23 @@ def num_classes_of(data: Data) -> int:
     return int(data.y.max()) + 1
 
 
-def build_model(config: TrainConfig, in_channels: int, num_classes: int) -> GraphSAGE:
-    """Builds the GraphSAGE model, one layer per entry of ``num_neighbors``.
+def build_model(config: TrainConfig, in_channels: int, num_classes: int) -> BasicGNN:
+    """Builds the ``config.model`` network, one layer per entry of ``num_neighbors``.
 
     Args:
-        config: the run settings (``hidden_channels``, ``dropout``,
+        config: the run settings (``model``, ``hidden_channels``, ``dropout``,
             ``num_neighbors``).
         in_channels: node feature width.
         num_classes: number of output classes.
 
     Returns:
-        An untrained :class:`~torch_geometric.nn.GraphSAGE`.
+        An untrained PyG :class:`~torch_geometric.nn.models.basic_gnn.BasicGNN`.
 
     Example:
         >>> build_model(TrainConfig(num_neighbors=(10, 5)), 16, 3)
         GraphSAGE(16, 3, num_layers=2)
     """
-    return GraphSAGE(
+    return MODELS[config.model](
         in_channels,
         config.hidden_channels,
         num_layers=len(config.num_neighbors),
@@ -304,7 +330,7 @@ def make_train_loader(data: Data, config: TrainConfig) -> OrchNeighborLoader:
     Args:
         data: the graph, with ``train_mask``.
         config: the run settings (``num_neighbors``, ``batch_size``,
-            ``num_workers``).
+            ``num_workers``, ``hot_ratio``, ``hot_method``).
 
     Returns:
         The mini-batch loader for one training epoch.
@@ -323,49 +349,26 @@ def make_train_loader(data: Data, config: TrainConfig) -> OrchNeighborLoader:
         shuffle=True,
         num_workers=config.num_workers,
         persistent_workers=config.num_workers > 0,
-    )
-
-
-def make_eval_loader(data: Data, batch_size: int) -> OrchNeighborLoader:
-    """A one-hop, full-neighbourhood loader over all nodes, in node order.
-
-    This is the loader that layer-wise inference
-    (:meth:`torch_geometric.nn.models.basic_gnn.BasicGNN.inference`) expects.
-
-    Args:
-        data: the graph.
-        batch_size: nodes per batch.
-
-    Returns:
-        The loader.
-
-    Example:
-        >>> from pyg_orch.datasets import load_cora
-        >>> len(make_eval_loader(load_cora(), batch_size=1000))
-        3
-    """
-    return OrchNeighborLoader(
-        data, num_neighbors=[-1], batch_size=batch_size, shuffle=False
+        hot_ratio=config.hot_ratio,
+        hot_method=config.hot_method,
     )
 
 
 def train_epoch(
-    model: GraphSAGE,
+    model: OrchModel,
     loader: OrchNeighborLoader,
     optimizer: torch.optim.Optimizer,
-    device: torch.device,
 ) -> float:
     """Trains one epoch over the training mini-batches.
 
-    The forward pass trims the sampled subgraph layer by layer
-    (:func:`~torch_geometric.utils.trim_to_layer`) and the loss is taken on the
-    seed nodes only.
+    Each layer runs only on the rows the next one needs, and hot vertices take
+    their bottom-layer aggregation from the loader's cache (see
+    :class:`~pyg_orch.OrchModel`); the loss is taken on the seed nodes only.
 
     Args:
-        model: the GraphSAGE model, already on ``device``.
+        model: the wrapped model, already on its device.
         loader: the training loader (see :func:`make_train_loader`).
         optimizer: the optimizer of ``model``'s parameters.
-        device: where to run.
 
     Returns:
         The mean cross-entropy loss over the epoch's seed nodes.
@@ -373,63 +376,24 @@ def train_epoch(
     Example:
         >>> from pyg_orch.datasets import load_cora
         >>> data, config = load_cora(), TrainConfig()
-        >>> model = build_model(config, data.num_features, 7)
+        >>> loader = make_train_loader(data, config)
+        >>> model = OrchModel(build_model(config, data.num_features, 7), loader)
         >>> optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        >>> loss = train_epoch(model, make_train_loader(data, config), optimizer,
-        ...                    torch.device("cpu"))
-        >>> loss > 0
+        >>> train_epoch(model, loader, optimizer) > 0
         True
     """
     model.train()
     total_loss, total_nodes = 0.0, 0
     for batch in loader:
-        batch = batch.to(device)
         optimizer.zero_grad()
-        out = model(
-            batch.x,
-            batch.edge_index,
-            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-            num_sampled_edges_per_hop=batch.num_sampled_edges,
-        )[: batch.batch_size]
-        loss = F.cross_entropy(out, batch.y[: batch.batch_size].view(-1))
+        out = model(batch)
+        target = batch.y[: batch.batch_size].view(-1).to(out.device)
+        loss = F.cross_entropy(out, target)
         loss.backward()
         optimizer.step()
         total_loss += float(loss.detach()) * batch.batch_size
         total_nodes += batch.batch_size
     return total_loss / max(total_nodes, 1)
-
-
-def layerwise_inference(
-    model: GraphSAGE,
-    loader: OrchNeighborLoader,
-    device: torch.device,
-    progress: bool = False,
-) -> Tensor:
-    """Exact full-graph outputs of ``model`` for all nodes, one layer at a time.
-
-    Uses PyG's :meth:`~torch_geometric.nn.models.basic_gnn.BasicGNN.inference`
-    (``OrchNeighborLoader`` is a ``NeighborLoader``), so memory is bounded by one
-    layer's embeddings, not by the full multi-hop neighbourhood.
-
-    Args:
-        model: the model; switched to eval mode.
-        loader: a loader from :func:`make_eval_loader`.
-        device: where to run the layers (embeddings are kept on the CPU).
-        progress: show PyG's inference progress bar.
-
-    Returns:
-        Logits of shape ``[num_nodes, num_classes]``, on the CPU.
-
-    Example:
-        >>> from pyg_orch.datasets import load_cora
-        >>> data = load_cora()
-        >>> model = build_model(TrainConfig(), data.num_features, 7)
-        >>> layerwise_inference(model, make_eval_loader(data, 4096),
-        ...                     torch.device("cpu")).shape
-        torch.Size([2708, 7])
-    """
-    model.eval()
-    return model.inference(loader, device=device, progress_bar=progress)
 
 
 def accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
@@ -455,16 +419,13 @@ def accuracy(logits: Tensor, y: Tensor, mask: Tensor) -> float:
     return int((pred == y.view(-1)[mask]).sum()) / count
 
 
-def evaluate(
-    model: GraphSAGE, data: Data, loader: OrchNeighborLoader, device: torch.device
-) -> tuple[float, float]:
-    """Validation and test accuracy from layer-wise full-neighbourhood inference.
+def evaluate(model: OrchModel, data: Data, batch_size: int) -> tuple[float, float]:
+    """Validation and test accuracy from full-neighbourhood layer-wise inference.
 
     Args:
-        model: the model.
+        model: the wrapped model.
         data: the graph, with ``y``, ``val_mask`` and ``test_mask``.
-        loader: a loader from :func:`make_eval_loader` over ``data``.
-        device: where to run.
+        batch_size: nodes per chunk sent to the device.
 
     Returns:
         ``(val_acc, test_acc)``.
@@ -472,13 +433,12 @@ def evaluate(
     Example:
         >>> from pyg_orch.datasets import load_cora
         >>> data = load_cora()
-        >>> model = build_model(TrainConfig(), data.num_features, 7)
-        >>> val, test = evaluate(model, data, make_eval_loader(data, 4096),
-        ...                      torch.device("cpu"))
+        >>> model = OrchModel(build_model(TrainConfig(), data.num_features, 7))
+        >>> val, test = evaluate(model, data, batch_size=4096)
         >>> 0 <= val <= 1 and 0 <= test <= 1
         True
     """
-    logits = layerwise_inference(model, loader, device)
+    logits = model.inference(data, batch_size=batch_size)
     return (
         accuracy(logits, data.y, data.val_mask),
         accuracy(logits, data.y, data.test_mask),
@@ -508,9 +468,10 @@ def train(
     progress: bool = True,
     data: Data | None = None,
 ) -> TrainResult:
-    """Trains GraphSAGE on ``config.dataset`` and reports its accuracy.
+    """Trains ``config.model`` on ``config.dataset`` and reports its accuracy.
 
-    Mini-batch training with :class:`~pyg_orch.OrchNeighborLoader` and Adam;
+    Mini-batch training with :class:`~pyg_orch.OrchNeighborLoader`,
+    :class:`~pyg_orch.OrchModel` and Adam;
     every ``eval_every`` epochs (and after the last one) exact layer-wise
     inference scores the validation and test nodes. The test accuracy reported
     is the one at the best validation accuracy (first such epoch on ties).
@@ -546,8 +507,8 @@ def train(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay
     )
     train_loader = make_train_loader(data, config)
-    eval_loader = make_eval_loader(data, config.eval_batch_size)
-    return _fit(config, model, optimizer, train_loader, eval_loader, data, progress)
+    return _fit(config, OrchModel(model, train_loader), optimizer, train_loader, data,
+                progress)  # fmt: skip
 
 
 def _check_data(data: Data) -> None:
@@ -564,14 +525,13 @@ def _check_data(data: Data) -> None:
 
 def _fit(
     config: TrainConfig,
-    model: GraphSAGE,
+    model: OrchModel,
     optimizer: torch.optim.Optimizer,
     train_loader: OrchNeighborLoader,
-    eval_loader: OrchNeighborLoader,
     data: Data,
     progress: bool,
 ) -> TrainResult:
-    device = next(model.parameters()).device
+    device = model.device
     result = TrainResult(
         best_val_acc=float("nan"),
         test_acc=float("nan"),
@@ -587,13 +547,13 @@ def _fit(
     )
     for epoch in bar:
         tick = time.perf_counter()
-        result.losses.append(train_epoch(model, train_loader, optimizer, device))
+        result.losses.append(train_epoch(model, train_loader, optimizer))
         train_seconds += time.perf_counter() - tick
         result.epochs_run = epoch
         postfix = {"loss": f"{result.losses[-1]:.4f}"}
         if epoch % config.eval_every == 0 or epoch == config.epochs:
             tick = time.perf_counter()
-            val_acc, test_acc = evaluate(model, data, eval_loader, device)
+            val_acc, test_acc = evaluate(model, data, config.eval_batch_size)
             result.eval_seconds += time.perf_counter() - tick
             result.val_accs.append((epoch, val_acc))
             if result.best_epoch == 0 or val_acc > result.best_val_acc:

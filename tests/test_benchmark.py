@@ -13,3 +13,51 @@ def test_sampler_benchmark_prints_a_row_per_sampler(capsys):
     assert milliseconds > 0 and abs(per_second * milliseconds / 1000 - 1) < 0.02
     if not _backend_available():
         assert "torch-sparse: not installed, so not measured (no ratio)." in lines
+
+
+def test_aggregate_benchmark_prints_a_row_per_way(capsys):
+    argv = ["aggregate", "--num-nodes", "3000", "--repeats", "2", "--copy-gb", "0.01"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("power-law graph: 3,000 nodes")
+    assert "top 20% by in-degree = 600 nodes" in lines[1]
+    assert lines[2].startswith("bytes moved = (in-edges + hot nodes) x features x 4 B")
+    rows = {
+        name: line
+        for line in lines
+        for name in ("pyg_orch kernel", "torch index_select", "torch.sparse.mm (CSR)")
+        if line.startswith(name)
+    }
+    assert len(rows) == 3
+    for line in rows.values():
+        milliseconds, bandwidth = map(float, line.split()[-4:-2])
+        assert milliseconds > 0 and bandwidth > 0
+        assert float(line.split()[-1]) < 1e-4  # every way agrees with the kernel
+    assert sum(line.startswith("memory copy (") for line in lines) == 2
+
+
+def test_epoch_benchmark_prints_every_configuration(capsys):
+    argv = ["epoch", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "2"]
+    assert (
+        main([*argv, "--warmup", "1", "--batch-size", "64", "--hidden-channels", "16"])
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith(("PyG", "pyg_orch"))]
+    assert [row.split("  ")[0] for row in rows] == [
+        "PyG NeighborLoader + GraphSAGE (trim_to_layer)",
+        "pyg_orch hot_ratio=0",
+        "pyg_orch hot_ratio=0.1",
+        "pyg_orch hot_ratio=0.2",
+    ]
+    assert rows[0].split()[-2:] == ["1.00x", "1.00x"]
+
+
+def test_accuracy_benchmark_prints_a_row_per_model(capsys):
+    argv = ["accuracy", "--models", "sage", "gcn", "--seeds", "0", "--epochs", "1"]
+    assert main([*argv, "--num-neighbors", "5", "5", "--hidden-channels", "16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" | ")[:2] for line in lines if line.startswith("| cora")] == [
+        ["| cora", "sage"],
+        ["| cora", "gcn"],
+    ]

@@ -9,13 +9,13 @@ import sys
 import pytest
 import torch
 
+from pyg_orch import OrchModel
 from pyg_orch.cli import build_parser, main, parse_fanouts
 from pyg_orch.train import (
     TrainConfig,
     accuracy,
     build_model,
-    layerwise_inference,
-    make_eval_loader,
+    evaluate,
     resolve_device,
     train,
 )
@@ -85,19 +85,30 @@ def test_train_is_deterministic_under_seed(cora):
     assert first.test_acc == second.test_acc
 
 
-def test_layerwise_inference_equals_full_batch(cora):
+@pytest.mark.parametrize("model", ["sage", "gcn", "gin"])
+def test_evaluation_equals_full_batch_forward(cora, model):
     torch.manual_seed(0)
-    model = build_model(TrainConfig(hidden_channels=64), cora.num_features, 7)
-    # Several batches, so that nodes are computed in different subgraphs.
-    logits = layerwise_inference(
-        model, make_eval_loader(cora, batch_size=1000), torch.device("cpu")
+    network = build_model(
+        TrainConfig(model=model, hidden_channels=64), cora.num_features, 7
     )
-    model.eval()
+    # Several chunks, so that nodes are computed in different pieces.
+    val, test = evaluate(OrchModel(network), cora, batch_size=1000)
+    network.eval()
     with torch.no_grad():
-        full = model(cora.x, cora.edge_index)
-    assert torch.allclose(logits, full, atol=1e-4, rtol=0)
-    mask = torch.ones(cora.num_nodes, dtype=torch.bool)
-    assert accuracy(logits, cora.y, mask) == accuracy(full, cora.y, mask)
+        full = network(cora.x, cora.edge_index)
+    assert val == accuracy(full, cora.y, cora.val_mask)
+    assert test == accuracy(full, cora.y, cora.test_mask)
+
+
+def test_hot_ratio_and_compare(capsys, cora):
+    argv = ["train", "--epochs", "2", "--no-progress", "--hot-ratio", "0.2"]
+    assert main([*argv, "--compare", "--model", "gcn"]) == 0
+    out = capsys.readouterr().out
+    assert "hot ratio 0.2 (presample)" in out
+    assert re.search(r"^hot ratio 0\.2 +test accuracy 0\.\d{4}", out, re.M)
+    assert re.search(r"^hot ratio 0 +test accuracy 0\.\d{4}", out, re.M)
+    hot = train(TrainConfig(**SMALL, hot_ratio=0.3, hot_method="degree"), False, cora)
+    assert 0.0 <= hot.test_acc <= 1.0
 
 
 def test_accuracy_handles_empty_mask():
@@ -137,6 +148,9 @@ def test_unknown_device_is_rejected():
         ({"eval_every": 0}, "eval_every"),
         ({"eval_batch_size": 0}, "eval_batch_size"),
         ({"num_workers": -1}, "num_workers"),
+        ({"model": "gat"}, "model"),
+        ({"hot_ratio": 1.5}, "hot_ratio"),
+        ({"hot_method": "random"}, "hot_method"),
     ],
 )
 def test_bad_config_names_the_argument(kwargs, name):

@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyg_orch.benchmark import sampler
+from pyg_orch.benchmark import accuracy, aggregate, epoch, sampler
 
-BENCHMARKS = {"sampler": sampler}
+BENCHMARKS = {
+    "sampler": sampler,
+    "aggregate": aggregate,
+    "epoch": epoch,
+    "accuracy": accuracy,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,222 @@
+"""Milliseconds per training batch of PyG's NeighborLoader + GraphSAGE and of
+pyg_orch at several hot ratios, on one power-law graph."""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import resource
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader
+from torch_geometric.nn import GraphSAGE
+
+from pyg_orch.datasets import power_law_graph
+from pyg_orch.loader import OrchNeighborLoader
+from pyg_orch.model import OrchModel
+from pyg_orch.sampling import OrchNeighborSampler
+
+BASELINE = "PyG NeighborLoader + GraphSAGE (trim_to_layer)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this benchmark's options to ``parser``."""
+    parser.add_argument("--num-nodes", type=int, default=1_000_000)
+    parser.add_argument("--avg-degree", type=float, default=20.0)
+    parser.add_argument("--num-features", type=int, default=100)
+    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--hidden-channels", type=int, default=256)
+    parser.add_argument("--hot-ratios", type=float, nargs="+", default=[0.0, 0.1, 0.2])
+    parser.add_argument("--hot-method", default="presample")
+    parser.add_argument("--batches", type=int, default=20, help="timed batches")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+@dataclass
+class Measurement:
+    """Medians per batch of one configuration, and its peak memory."""
+
+    name: str
+    sample_ms: float
+    gather_ms: float
+    train_ms: float
+    nodes: float
+    edges: float
+    gathered_mb: float
+    peak_rss_mb: float
+    setup_s: float
+
+    @property
+    def total_ms(self) -> float:
+        """Sample + gather + train."""
+        return self.sample_ms + self.gather_ms + self.train_ms
+
+
+def _baseline(data: Data, args: argparse.Namespace):
+    # PyG cannot sample here without pyg-lib or torch-sparse: hand it ours.
+    sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
+    loader = NeighborLoader(
+        data,
+        num_neighbors=args.num_neighbors,
+        input_nodes=data.train_mask,
+        batch_size=args.batch_size,
+        shuffle=True,
+        neighbor_sampler=sampler,
+    )
+    model = _graph_sage(data, args)
+
+    def forward(batch: Data) -> torch.Tensor:
+        return model(
+            batch.x,
+            batch.edge_index,
+            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+            num_sampled_edges_per_hop=batch.num_sampled_edges,
+        )[: batch.batch_size]
+
+    return loader, model, forward
+
+
+def _orch(data: Data, args: argparse.Namespace, hot_ratio: float):
+    loader = OrchNeighborLoader(
+        data,
+        num_neighbors=args.num_neighbors,
+        input_nodes=data.train_mask,
+        batch_size=args.batch_size,
+        shuffle=True,
+        hot_ratio=hot_ratio,
+        hot_method=args.hot_method,
+    )
+    model = OrchModel(_graph_sage(data, args), loader)
+    return loader, model, model
+
+
+def _graph_sage(data: Data, args: argparse.Namespace) -> GraphSAGE:
+    return GraphSAGE(
+        data.num_features,
+        args.hidden_channels,
+        num_layers=len(args.num_neighbors),
+        out_channels=int(data.y.max()) + 1,
+    )
+
+
+def _measure(
+    name: str, hot_ratio: float | None, graph_path: str, args: argparse.Namespace
+) -> Measurement:
+    """Times sample / gather / train of each batch of one configuration.
+
+    ``hot_ratio=None`` is the PyG baseline.
+    """
+    data = Data(**torch.load(graph_path))
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    if hot_ratio is None:
+        loader, model, forward = _baseline(data, args)
+    else:
+        loader, model, forward = _orch(data, args, hot_ratio)
+    setup_s = time.perf_counter() - start
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    rows: list[tuple[float, ...]] = []
+    indices = iter(loader.batch_sampler)
+    for step in range(args.warmup + args.batches):
+        tick = time.perf_counter()
+        out = loader.node_sampler.sample_from_nodes(loader.input_data[next(indices)])
+        sampled = time.perf_counter()
+        batch = loader.filter_fn(out)
+        gathered = time.perf_counter()
+        optimizer.zero_grad()
+        loss = F.cross_entropy(forward(batch), batch.y[: batch.batch_size])
+        loss.backward()
+        optimizer.step()
+        done = time.perf_counter()
+        if step >= args.warmup:
+            gathered_bytes = batch.x.numel() * batch.x.element_size()
+            if "hot_agg" in batch:
+                gathered_bytes += batch.hot_agg.numel() * batch.hot_agg.element_size()
+            rows.append((
+                sampled - tick, gathered - sampled, done - gathered,
+                batch.num_nodes, batch.num_edges, gathered_bytes,
+            ))  # fmt: skip
+    medians = [statistics.median(column) for column in zip(*rows, strict=True)]
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return Measurement(
+        name,
+        1000 * medians[0],
+        1000 * medians[1],
+        1000 * medians[2],
+        medians[3],
+        medians[4],
+        medians[5] / 2**20,
+        peak_kb / 1024,
+        setup_s,
+    )
+
+
+def _in_child(
+    name: str, hot_ratio: float | None, graph_path: str, args: argparse.Namespace
+) -> Measurement:
+    # A fresh process per configuration, so that each peak RSS is its own.
+    # Spawned, not forked: OpenMP thread pools do not survive a fork.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        return pool.apply(_measure, (name, hot_ratio, graph_path, args))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Builds the graph, measures each configuration and prints the table."""
+    start = time.perf_counter()
+    data = power_law_graph(
+        args.num_nodes,
+        avg_degree=args.avg_degree,
+        num_features=args.num_features,
+        seed=args.seed,
+    )
+    print(
+        f"power-law graph: {data.num_nodes:,} nodes, {data.num_edges:,} edges, "
+        f"{data.num_features} features (built in {time.perf_counter() - start:.1f}"
+        f" s); fan-outs {args.num_neighbors}, batch {args.batch_size}, GraphSAGE "
+        f"hidden {args.hidden_channels}; medians of {args.batches} batches after "
+        f"{args.warmup} warm-up; {torch.get_num_threads()} threads",
+        flush=True,
+    )
+    configurations = [(BASELINE, None)] + [
+        (f"pyg_orch hot_ratio={ratio:g}", ratio) for ratio in args.hot_ratios
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        graph_path = str(Path(folder) / "graph.pt")
+        torch.save(data.to_dict(), graph_path)
+        del data
+        results = [
+            _in_child(name, ratio, graph_path, args) for name, ratio in configurations
+        ]
+    _print_table(results)
+
+
+def _print_table(results: list[Measurement]) -> None:
+    baseline = results[0]
+    header = (
+        f"{'configuration':<48}{'ms/batch':>9}{'sample':>8}{'gather':>8}"
+        f"{'train':>8}{'nodes':>9}{'edges':>9}{'MB gath.':>9}{'peak MB':>9}"
+        f"{'setup s':>8}{'speed-up':>9}{'memory':>8}"
+    )
+    print(header)
+    for r in results:
+        print(
+            f"{r.name:<48}{r.total_ms:>9.1f}{r.sample_ms:>8.1f}{r.gather_ms:>8.1f}"
+            f"{r.train_ms:>8.1f}{r.nodes:>9.0f}{r.edges:>9.0f}{r.gathered_mb:>9.1f}"
+            f"{r.peak_rss_mb:>9.0f}{r.setup_s:>8.1f}"
+            f"{baseline.total_ms / r.total_ms:>8.2f}x"
+            f"{r.peak_rss_mb / baseline.peak_rss_mb:>7.2f}x"
+        )
+    print(
+        "speed-up: baseline ms/batch over this row's; memory: this row's peak RSS "
+        "over the baseline's (each configuration runs in its own spawned process)."
+    )

@@ -100,6 +100,12 @@ class HotCache:
         slots = self.slot[frontier]
         hot_index = (slots >= 0).nonzero().view(-1)
         values = self.values()
-        hot_agg = torch.empty(hot_index.numel(), values.size(1), dtype=values.dtype)
+        # Page-locked when a GPU will take the batch: the copy can then be async.
+        hot_agg = torch.empty(
+            hot_index.numel(),
+            values.size(1),
+            dtype=values.dtype,
+            pin_memory=torch.cuda.is_available(),
+        )
         kernels.gather_rows(values.numpy(), slots[hot_index].numpy(), hot_agg.numpy())
         return hot_index, hot_agg

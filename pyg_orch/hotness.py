@@ -93,7 +93,8 @@ def presample_counts(
         total=num_batches,
         desc="presample",
         unit="batch",
-        disable=not progress or num_batches < _PROGRESS_MIN_BATCHES,
+        # None: tqdm shows the bar on a terminal only, not in logs.
+        disable=True if not progress or num_batches < _PROGRESS_MIN_BATCHES else None,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 from collections.abc import Callable
 
@@ -14,8 +13,8 @@ from numba import njit, prange
 from torch import Tensor
 from torch_geometric.sampler.utils import to_csc
 
+from pyg_orch.benchmark.graph import benchmark_graph
 from pyg_orch.benchmark.timing import median_ms, time_calls
-from pyg_orch.datasets import power_law_graph
 from pyg_orch.kernels.aggregate import AGGREGATIONS, aggregate, gcn_inverse_sqrt_degree
 
 _BYTES_PER_FLOAT = 4
@@ -121,19 +120,12 @@ def _sparse_way(
 
 def run(args: argparse.Namespace) -> None:
     """Builds the graph, times each way of aggregating and prints the table."""
-    start = time.perf_counter()
-    data = power_law_graph(
-        args.num_nodes,
-        avg_degree=args.avg_degree,
-        num_features=args.num_features,
-        seed=args.seed,
-    )
+    data, description = benchmark_graph(args)
     colptr, row, _ = to_csc(data, device="cpu")
     x = data.x.contiguous()
     print(
-        f"power-law graph: {data.num_nodes:,} nodes, {data.num_edges:,} edges, "
-        f"{x.size(1)} features (built in {time.perf_counter() - start:.1f} s); "
-        f"{numba.get_num_threads()} Numba / {torch.get_num_threads()} torch threads"
+        f"{description}; {numba.get_num_threads()} Numba / "
+        f"{torch.get_num_threads()} torch threads"
     )
     num_hot = max(1, round(args.hot_ratio * data.num_nodes))
     hot = torch.sort(torch.topk(colptr[1:] - colptr[:-1], num_hot).indices).values

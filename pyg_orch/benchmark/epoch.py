@@ -18,7 +18,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GraphSAGE
 
-from pyg_orch.datasets import power_law_graph
+from pyg_orch.benchmark.graph import benchmark_graph
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
 from pyg_orch.sampling import OrchNeighborSampler
@@ -61,16 +61,21 @@ class Measurement:
         return self.sample_ms + self.gather_ms + self.train_ms
 
 
+def _loader_arguments(data: Data, args: argparse.Namespace) -> dict:
+    # What the baseline and pyg_orch share: same seeds, fan-outs and batches.
+    return {
+        "num_neighbors": args.num_neighbors,
+        "input_nodes": data.train_mask,
+        "batch_size": args.batch_size,
+        "shuffle": True,
+    }
+
+
 def _baseline(data: Data, args: argparse.Namespace):
     # PyG cannot sample here without pyg-lib or torch-sparse: hand it ours.
     sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
     loader = NeighborLoader(
-        data,
-        num_neighbors=args.num_neighbors,
-        input_nodes=data.train_mask,
-        batch_size=args.batch_size,
-        shuffle=True,
-        neighbor_sampler=sampler,
+        data, neighbor_sampler=sampler, **_loader_arguments(data, args)
     )
     model = _graph_sage(data, args)
 
@@ -87,14 +92,9 @@ def _baseline(data: Data, args: argparse.Namespace):
 
 def _orch(data: Data, args: argparse.Namespace, hot_ratio: float):
     loader = OrchNeighborLoader(
-        data,
-        num_neighbors=args.num_neighbors,
-        input_nodes=data.train_mask,
-        batch_size=args.batch_size,
-        shuffle=True,
-        hot_ratio=hot_ratio,
-        hot_method=args.hot_method,
-    )
+        data, hot_ratio=hot_ratio, hot_method=args.hot_method,
+        **_loader_arguments(data, args),
+    )  # fmt: skip
     model = OrchModel(_graph_sage(data, args), loader)
     return loader, model, model
 
@@ -172,18 +172,10 @@ def _in_child(
 
 def run(args: argparse.Namespace) -> None:
     """Builds the graph, measures each configuration and prints the table."""
-    start = time.perf_counter()
-    data = power_law_graph(
-        args.num_nodes,
-        avg_degree=args.avg_degree,
-        num_features=args.num_features,
-        seed=args.seed,
-    )
+    data, description = benchmark_graph(args)
     print(
-        f"power-law graph: {data.num_nodes:,} nodes, {data.num_edges:,} edges, "
-        f"{data.num_features} features (built in {time.perf_counter() - start:.1f}"
-        f" s); fan-outs {args.num_neighbors}, batch {args.batch_size}, GraphSAGE "
-        f"hidden {args.hidden_channels}; medians of {args.batches} batches after "
+        f"{description}; fan-outs {args.num_neighbors}, batch {args.batch_size}, "
+        f"GraphSAGE hidden {args.hidden_channels}; medians of {args.batches} batches after "
         f"{args.warmup} warm-up; {torch.get_num_threads()} threads",
         flush=True,
     )

@@ -175,8 +175,8 @@ def run(args: argparse.Namespace) -> None:
     data, description = benchmark_graph(args)
     print(
         f"{description}; fan-outs {args.num_neighbors}, batch {args.batch_size}, "
-        f"GraphSAGE hidden {args.hidden_channels}; medians of {args.batches} batches after "
-        f"{args.warmup} warm-up; {torch.get_num_threads()} threads",
+        f"GraphSAGE hidden {args.hidden_channels}; medians of {args.batches} "
+        f"batches after {args.warmup} warm-up; {torch.get_num_threads()} threads",
         flush=True,
     )
     configurations = [(BASELINE, None)] + [

@@ -170,9 +170,10 @@ class OrchNeighborLoader(NeighborLoader):
                 self.hot_method,
                 batch_size=self.batch_size,
                 epochs=presample_epochs,
-                # Drawn from the global generator: deterministic under
-                # torch.manual_seed without fixing one seed for every run.
-                seed=int(torch.randint(2**62, (1,))),
+                # Deterministic under torch.manual_seed, and without drawing
+                # from the global generator, so a hot ratio leaves the
+                # shuffles and initialisations of a seeded run unchanged.
+                seed=torch.initial_seed(),
             )
         else:
             self.hot = _as_hot_set(hot, num_nodes)

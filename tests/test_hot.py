@@ -187,3 +187,21 @@ def test_hot_batches_from_worker_processes(cora):
         assert torch.allclose(
             batch.hot_agg, mean[batch.n_id[batch.hot_index]], atol=1e-6
         )
+
+
+def test_loader_hot_set_is_seeded_and_leaves_the_random_stream_alone():
+    data = power_law(3000, seed=4)
+
+    def hot_nodes(seed):
+        torch.manual_seed(seed)
+        loader = OrchNeighborLoader(data, num_neighbors=[5, 5], batch_size=64,
+                                    hot_ratio=0.1)  # fmt: skip
+        return loader.hot.nodes, torch.rand(3)
+
+    first, after_first = hot_nodes(3)
+    again, after_again = hot_nodes(3)
+    other, _ = hot_nodes(4)
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    torch.manual_seed(3)
+    assert torch.equal(after_first, torch.rand(3))
+    assert torch.equal(after_first, after_again)

@@ -139,3 +139,17 @@ def test_rejects_what_it_cannot_wrap(cora):
     loader = OrchNeighborLoader(cora, num_neighbors=[5, 5, 5], batch_size=8)
     with pytest.raises(ValueError, match="one fan-out per layer"):
         OrchModel(GraphSAGE(cora.num_features, 8, num_layers=2))(next(iter(loader)))
+
+
+def test_norm_layers_and_act_first_follow_the_plain_model(cora):
+    loader = OrchNeighborLoader(cora, num_neighbors=[6, 4], batch_size=50)
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 16, num_layers=2, out_channels=7,
+                      norm="batch_norm", act_first=True)  # fmt: skip
+    model.train()
+    for batch in list(loader)[:3]:  # running statistics away from their start
+        model(batch.x, batch.edge_index)
+    model.eval()
+    batch = next(iter(loader))
+    expected = model(batch.x, batch.edge_index)[: batch.batch_size]
+    assert torch.allclose(OrchModel(model, loader)(batch), expected, atol=1e-5)

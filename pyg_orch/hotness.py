@@ -17,6 +17,29 @@ HOT_METHODS = ("presample", "degree")
 _PROGRESS_MIN_BATCHES = 50
 
 
+def check_hot_ratio(hot_ratio: float, name: str = "hot_ratio") -> None:
+    """Raises a :class:`ValueError` naming ``name`` unless ``hot_ratio`` is in [0, 1].
+
+    Example:
+        >>> check_hot_ratio(0.2)
+    """
+    if isinstance(hot_ratio, bool) or not 0.0 <= hot_ratio <= 1.0:
+        raise ValueError(
+            f"{name} must be a fraction of the vertices in [0, 1], got "
+            f"{hot_ratio!r}; 0 turns the hot/cold split off"
+        )
+
+
+def check_hot_method(hot_method: str, name: str = "hot_method") -> None:
+    """Raises a :class:`ValueError` naming ``name`` unless ``hot_method`` is known.
+
+    Example:
+        >>> check_hot_method("degree")
+    """
+    if hot_method not in HOT_METHODS:
+        raise ValueError(f"{name} must be one of {HOT_METHODS}, got {hot_method!r}")
+
+
 @dataclass
 class HotSet:
     """The hot vertices of a graph and the scores they were chosen by.
@@ -172,12 +195,11 @@ def select_hot(
         >>> select_hot(sampler, torch.arange(3), 0.34, "degree").nodes.tolist()
         [0]
     """
+    check_hot_method(method)
     if method == "presample":
         counts = presample_counts(
             sampler, input_nodes, batch_size, epochs, seed, progress
         )
-    elif method == "degree":
-        counts = in_degree(sampler.colptr)
     else:
-        raise ValueError(f"hot_method must be one of {HOT_METHODS}, got {method!r}")
+        counts = in_degree(sampler.colptr)
     return HotSet(top_fraction(counts, hot_ratio), counts, method)

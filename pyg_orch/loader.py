@@ -13,7 +13,13 @@ from torch_geometric.loader import NeighborLoader
 from torch_geometric.sampler.base import SubgraphType
 
 from pyg_orch.cache import HotCache
-from pyg_orch.hotness import HOT_METHODS, HotSet, frontier_size, select_hot
+from pyg_orch.hotness import (
+    HotSet,
+    check_hot_method,
+    check_hot_ratio,
+    frontier_size,
+    select_hot,
+)
 from pyg_orch.sampling import OrchNeighborSampler
 
 
@@ -128,7 +134,10 @@ class OrchNeighborLoader(NeighborLoader):
         presample_epochs: int = 1,
         **kwargs: Any,
     ) -> None:
-        _check_hot_arguments(hot_ratio, hot_method, presample_epochs)
+        check_hot_ratio(hot_ratio)
+        check_hot_method(hot_method)
+        if presample_epochs < 1:
+            raise ValueError(f"presample_epochs must be >= 1, got {presample_epochs}")
         if kwargs.get("neighbor_sampler") is None:
             kwargs["neighbor_sampler"] = OrchNeighborSampler(
                 data,
@@ -221,18 +230,6 @@ _SAMPLER_ARGUMENTS = (
     "is_sorted",
     "directed",
 )
-
-
-def _check_hot_arguments(hot_ratio: float, hot_method: str, epochs: int) -> None:
-    if isinstance(hot_ratio, bool) or not 0.0 <= hot_ratio <= 1.0:
-        raise ValueError(
-            f"hot_ratio must be a fraction of the vertices in [0, 1], got "
-            f"{hot_ratio!r}; 0 turns the hot/cold split off"
-        )
-    if hot_method not in HOT_METHODS:
-        raise ValueError(f"hot_method must be one of {HOT_METHODS}, got {hot_method!r}")
-    if epochs < 1:
-        raise ValueError(f"presample_epochs must be >= 1, got {epochs}")
 
 
 def _as_hot_set(hot: HotSet | Tensor, num_nodes: int) -> HotSet:

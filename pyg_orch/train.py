@@ -27,7 +27,7 @@ from torch_geometric.nn import GCN, GIN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 from tqdm.auto import tqdm
 
-from pyg_orch.hotness import HOT_METHODS
+from pyg_orch.hotness import check_hot_method, check_hot_ratio
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
 
@@ -137,15 +137,8 @@ class TrainConfig:
             raise ValueError(
                 f"model (--model) must be one of {sorted(MODELS)}, got {self.model!r}"
             )
-        if isinstance(self.hot_ratio, bool) or not 0 <= self.hot_ratio <= 1:
-            raise ValueError(
-                f"hot_ratio (--hot-ratio) must be in [0, 1], got {self.hot_ratio!r}"
-            )
-        if self.hot_method not in HOT_METHODS:
-            raise ValueError(
-                f"hot_method (--hot-method) must be one of {HOT_METHODS}, got "
-                f"{self.hot_method!r}"
-            )
+        check_hot_ratio(self.hot_ratio, "hot_ratio (--hot-ratio)")
+        check_hot_method(self.hot_method, "hot_method (--hot-method)")
         _check_fanouts(self.num_neighbors)
         for name, option in (
             ("batch_size", "--batch-size"),

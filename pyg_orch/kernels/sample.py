@@ -166,8 +166,13 @@ def sample_layers(
         hop_end = num_nodes
         hop_edges = 0
         skip = skip_last_hop if hop == num_hops - 1 else skip_last_hop[:0]
+        # Counted first so that every output grows once per hop.
+        counts = np.empty(hop_end - hop_begin, dtype=np.int64)
         for dst in range(hop_begin, hop_end):
-            hop_edges += _hop_picks(colptr, node[dst], fanouts[hop], replace, skip)
+            counts[dst - hop_begin] = _hop_picks(
+                colptr, node[dst], fanouts[hop], replace, skip
+            )
+            hop_edges += counts[dst - hop_begin]
         local_row = _grow(local_row, num_edges + hop_edges)
         local_col = _grow(local_col, num_edges + hop_edges)
         edge = _grow(edge, num_edges + hop_edges)
@@ -176,7 +181,7 @@ def sample_layers(
         for dst in range(hop_begin, hop_end):
             start = colptr[node[dst]]
             degree = colptr[node[dst] + 1] - start
-            count = _hop_picks(colptr, node[dst], fanouts[hop], replace, skip)
+            count = counts[dst - hop_begin]
             picks = _grow(picks, count)
             pick_neighbors(degree, count, replace, state, picks)
             for j in range(count):

@@ -11,11 +11,11 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv, GINConv, GraphConv, SAGEConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models.basic_gnn import BasicGNN
+from torch_geometric.sampler.utils import to_csc
 from tqdm.auto import tqdm
 
 from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.sampling import OrchNeighborSampler
 
 # The CSR adjacency is the point of this module; torch's "beta" notice about it
 # would repeat for every batch.
@@ -128,6 +128,8 @@ class OrchModel(torch.nn.Module):
         if loader is not None and loader.cache is not None:
             self._serve_from(loader)
         self._hot_rows: tuple[Tensor, Tensor] | None = None
+        self._graph_key: tuple[int, int, int] | None = None
+        self._graph: tuple[Tensor, Tensor, Any] = ()
         for conv in model.convs:
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
@@ -265,8 +267,10 @@ class OrchModel(torch.nn.Module):
         Each layer aggregates the previous layer's output over every node's
         whole neighbourhood with the Numba kernels (no message row per edge),
         then applies the layer's weights on the model's device, ``batch_size``
-        nodes at a time. Runs in eval mode. Models whose convs the kernels
-        cannot aggregate use PyG's own layer-wise inference instead.
+        nodes at a time. Runs in eval mode. The graph's CSC form is built on
+        the first call and kept while ``edge_index`` stays the same tensor.
+        Models whose convs the kernels cannot aggregate use PyG's own
+        layer-wise inference instead.
 
         Args:
             data: the whole graph, with CPU ``x`` and ``edge_index``.
@@ -296,13 +300,7 @@ class OrchModel(torch.nn.Module):
             self.train(training)
 
     def _numba_inference(self, data: Data, batch_size: int, progress: bool) -> Tensor:
-        csc = OrchNeighborSampler(data, num_neighbors=[-1])
-        colptr, row = csc.colptr, csc.row
-        gcn_norm_values = (
-            gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy())
-            if "gcn" in self.kinds
-            else None
-        )
+        colptr, row, gcn_norm_values = self._whole_graph(data)
         x = data.x.float().contiguous()
         for layer in tqdm(range(self.model.num_layers), disable=not progress):
             chunks = []
@@ -315,6 +313,20 @@ class OrchModel(torch.nn.Module):
                 chunks.append(self._chunk(layer, x[nodes], agg).cpu())
             x = torch.cat(chunks)
         return x
+
+    def _whole_graph(self, data: Data) -> tuple[Tensor, Tensor, Any]:
+        # The CSC form of the graph (and GCN's degrees), built once: evaluation
+        # runs on the same graph every epoch, and building sorts every edge.
+        key = (data.edge_index.data_ptr(), data.num_edges, data.num_nodes)
+        if self._graph_key != key:
+            colptr, row, _ = to_csc(data, device="cpu")
+            norm = (
+                gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy())
+                if "gcn" in self.kinds
+                else None
+            )
+            self._graph_key, self._graph = key, (colptr, row, norm)
+        return self._graph
 
     def _chunk(self, layer: int, x: Tensor, agg: Tensor) -> Tensor:
         # Every row is "hot": its aggregation is given, so no edges are needed.

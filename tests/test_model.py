@@ -153,3 +153,13 @@ def test_norm_layers_and_act_first_follow_the_plain_model(cora):
     batch = next(iter(loader))
     expected = model(batch.x, batch.edge_index)[: batch.batch_size]
     assert torch.allclose(OrchModel(model, loader)(batch), expected, atol=1e-5)
+
+
+def test_inference_rebuilds_its_graph_only_for_a_new_graph(cora):
+    model = build("gcn", cora.num_features).eval()
+    orch = OrchModel(model)
+    flipped = cora.clone()
+    flipped.edge_index = cora.edge_index.flip(0)[:, ::2].contiguous()
+    for data in (cora, flipped, cora):
+        expected = model(data.x, data.edge_index)
+        assert torch.allclose(orch.inference(data), expected, atol=1e-4)

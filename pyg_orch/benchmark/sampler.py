@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import itertools
-import time
 from collections.abc import Callable
 
 import torch
 from torch_geometric.sampler import NodeSamplerInput
 
+from pyg_orch.benchmark.graph import benchmark_graph
 from pyg_orch.benchmark.timing import median_ms, time_calls
-from pyg_orch.datasets import power_law_graph
 from pyg_orch.sampling import OrchNeighborSampler
 
 
@@ -20,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this benchmark's options to ``parser``."""
     parser.add_argument("--num-nodes", type=int, default=200_000)
     parser.add_argument("--avg-degree", type=float, default=20.0)
+    parser.add_argument(
+        "--num-features", type=int, default=1, help="sampling never reads them"
+    )
     parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--batches", type=int, default=50, help="timed batches")
@@ -56,13 +58,9 @@ def _extension_sampler(sampler: OrchNeighborSampler, name: str) -> Callable | No
 
 def run(args: argparse.Namespace) -> None:
     """Builds the graph, times each available sampler and prints the table."""
-    start = time.perf_counter()
-    data = power_law_graph(
-        args.num_nodes, avg_degree=args.avg_degree, num_features=1, seed=args.seed
-    )
+    data, description = benchmark_graph(args)
     print(
-        f"power-law graph: {data.num_nodes:,} nodes, {data.num_edges:,} edges "
-        f"(built in {time.perf_counter() - start:.1f} s); fan-outs "
+        f"{description}; fan-outs "
         f"{args.num_neighbors}, batch {args.batch_size}, {args.batches} batches, "
         f"{torch.get_num_threads()} threads"
     )

@@ -34,6 +34,7 @@ def test_aggregate_benchmark_prints_a_row_per_way(capsys):
         assert milliseconds > 0 and bandwidth > 0
         assert float(line.split()[-1]) < 1e-4  # every way agrees with the kernel
     assert sum(line.startswith("memory copy (") for line in lines) == 2
+    assert sum(line.startswith("memory read (") for line in lines) == 1
 
 
 def test_epoch_benchmark_prints_every_configuration(capsys):

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import torch
 from torch import Tensor
 
 from pyg_orch.kernels import aggregate as kernels
+from pyg_orch.kernels.sample import sample_layers
+from pyg_orch.sampling import node_map
 
 AGGREGATIONS = ("mean", "sum", "max", "gcn")
+# How the hot values are made: once and exact, re-sampled per super-batch, or
+# the bottom layer's output from a weight snapshot.
+CACHE_MODES = ("static", "resample", "embedding")
+# Hot nodes per chunk of embedding computation: bounds the gathered rows.
+_EMBED_CHUNK = 8192
 
 
 class HotCache:
@@ -46,6 +56,11 @@ class HotCache:
         self.slot[self.hot_nodes] = torch.arange(self.hot_nodes.numel())
         self.mask = self.slot >= 0
         self.kind = "mean"
+        self.mode = "static"
+        # Whether the user chose the mode (else a model may switch it), and
+        # for embedding mode, what snapshots the bottom layer (set by the model).
+        self.mode_chosen = False
+        self.snapshot: Callable[[], Callable[[Tensor, Tensor], Tensor]] | None = None
         self._values: dict[str, Tensor] = {}
 
     @property
@@ -97,15 +112,162 @@ class HotCache:
             ``(hot_index, hot_agg)``: local positions of the hot frontier
             nodes, and their aggregates of the cache's ``kind``.
         """
+        hot_index, hot_slot = self.find(frontier)
+        return hot_index, gather(self.values(), hot_slot)
+
+    def find(self, frontier: Tensor) -> tuple[Tensor, Tensor]:
+        """Local positions of the hot nodes of ``frontier`` and their slots.
+
+        Example:
+            >>> cache = HotCache(torch.tensor([0, 0, 0, 0]), torch.tensor([]),
+            ...                  torch.zeros(3, 1), hot_nodes=torch.tensor([2]))
+            >>> [t.tolist() for t in cache.find(torch.tensor([1, 2]))]
+            [[1], [0]]
+        """
         slots = self.slot[frontier]
         hot_index = (slots >= 0).nonzero().view(-1)
-        values = self.values()
-        # Page-locked when a GPU will take the batch: the copy can then be async.
-        hot_agg = torch.empty(
-            hot_index.numel(),
-            values.size(1),
-            dtype=values.dtype,
-            pin_memory=torch.cuda.is_available(),
+        return hot_index, slots[hot_index]
+
+    def sample_neighborhood(
+        self, nodes: Tensor, fanout: int, seed: int
+    ) -> tuple[Tensor, Tensor]:
+        """Samples up to ``fanout`` in-neighbours of each of ``nodes``.
+
+        Args:
+            nodes: distinct global ids.
+            fanout: neighbours per node (``-1``: all), without replacement.
+            seed: the sampler's seed; the same seed gives the same sample.
+
+        Returns:
+            ``(n_id, edge_index)``: global ids of the subgraph's nodes,
+            ``nodes`` first, and its edges in local ids (source, target).
+        """
+        node, row, col, *_ = sample_layers(
+            self.colptr.numpy(),
+            self.row.numpy(),
+            nodes.numpy(),
+            np.array([fanout], dtype=np.int64),
+            False,
+            seed,
+            node_map(self.colptr.numel() - 1),
+            np.zeros(0, dtype=np.bool_),
         )
-        kernels.gather_rows(values.numpy(), slots[hot_index].numpy(), hot_agg.numpy())
-        return hot_index, hot_agg
+        edge_index = torch.stack([torch.from_numpy(row), torch.from_numpy(col)])
+        return torch.from_numpy(node), edge_index
+
+    def resample(self, fanout: int, seed: int) -> Tensor:
+        """The ``kind`` aggregation of every hot vertex over sampled neighbours.
+
+        What ``resample`` mode serves: up to ``fanout`` in-neighbours per hot
+        vertex, drawn anew for every ``seed``, aggregated with the cache's
+        ``kind`` (``mean``, ``sum`` or ``max``), in ``hot_nodes`` order.
+
+        Example:
+            >>> colptr, row = torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 0])
+            >>> cache = HotCache(colptr, row, torch.tensor([[1.0], [2.0], [4.0]]),
+            ...                  hot_nodes=torch.tensor([0]))
+            >>> cache.resample(fanout=-1, seed=0).tolist()
+            [[3.0]]
+        """
+        if self.kind == "gcn":
+            raise NotImplementedError(
+                "cache='resample' serves mean, sum and max aggregations; GCN's "
+                "normalised sum is exact in cache='static' mode, use that"
+            )
+        n_id, (src, dst) = self.sample_neighborhood(self.hot_nodes, fanout, seed)
+        # A CSC over the whole graph in which only hot vertices have edges,
+        # holding their sampled sources, lets the exact kernel aggregate them.
+        order = torch.sort(dst, stable=True).indices
+        colptr = torch.zeros_like(self.colptr)
+        colptr[self.hot_nodes + 1] = torch.bincount(dst, minlength=self.num_hot)
+        torch.cumsum(colptr, 0, out=colptr)
+        out = torch.empty(self.num_hot, self.x.size(1), dtype=self.x.dtype)
+        kernels.aggregate(
+            colptr.numpy(),
+            n_id[src[order]].numpy(),
+            self.x.numpy(),
+            self.hot_nodes.numpy(),
+            self.kind,
+            out.numpy(),
+        )
+        return out
+
+    def embed(
+        self, layer: Callable[[Tensor, Tensor], Tensor], fanout: int, seed: int
+    ) -> Tensor:
+        """``layer``'s output for every hot vertex on sampled neighbourhoods.
+
+        What ``embedding`` mode serves: ``layer(x_sub, edge_index)`` on the
+        subgraph of each hot vertex and up to ``fanout`` sampled in-neighbours,
+        computed without gradients, in chunks of hot vertices.
+
+        Example:
+            >>> colptr, row = torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 0])
+            >>> cache = HotCache(colptr, row, torch.ones(3, 2),
+            ...                  hot_nodes=torch.tensor([0, 1]))
+            >>> cache.embed(lambda x, edges: x * 2, fanout=2, seed=0).tolist()
+            [[2.0, 2.0], [2.0, 2.0]]
+        """
+        chunks = []
+        with torch.no_grad():
+            for index, nodes in enumerate(self.hot_nodes.split(_EMBED_CHUNK)):
+                chunk_seed = seed + index * (1 << 40)
+                n_id, edge_index = self.sample_neighborhood(nodes, fanout, chunk_seed)
+                chunks.append(layer(self.x[n_id], edge_index)[: nodes.numel()])
+        return torch.cat(chunks) if chunks else self.x.new_zeros(0, self.x.size(1))
+
+
+def gather(values: Tensor, slots: Tensor) -> Tensor:
+    """``values[slots]`` into a new buffer, page-locked when CUDA is present.
+
+    Page-locked memory lets the copy to the GPU run asynchronously.
+
+    Example:
+        >>> gather(torch.tensor([[1.0], [2.0]]), torch.tensor([1])).tolist()
+        [[2.0]]
+    """
+    out = torch.empty(
+        slots.numel(),
+        values.size(1),
+        dtype=values.dtype,
+        pin_memory=torch.cuda.is_available(),
+    )
+    kernels.gather_rows(values.numpy(), slots.numpy(), out.numpy())
+    return out
+
+
+class FeatureCache:
+    """Raw features of the most often gathered vertices, kept on the device.
+
+    A batch then only gathers and copies the rows of the other vertices.
+    Vertices are ranked by out-degree: with uniform neighbour sampling, a
+    vertex is drawn about as often as it is somebody's in-neighbour.
+
+    Args:
+        x: all raw features (CPU).
+        nodes: global ids of the vertices to keep.
+        device: where to keep their rows.
+
+    Example:
+        >>> cache = FeatureCache(torch.arange(6.0).view(3, 2), torch.tensor([2]),
+        ...                      "cpu")
+        >>> [t.tolist() for t in cache.split(torch.tensor([2, 0]))]
+        [[0], [0], [1]]
+    """
+
+    def __init__(self, x: Tensor, nodes: Tensor, device: torch.device | str):
+        self.slot = torch.full((x.size(0),), -1, dtype=torch.long)
+        self.slot[nodes] = torch.arange(nodes.numel())
+        self.values = x[nodes].to(device)
+
+    @property
+    def num_rows(self) -> int:
+        """Rows kept on the device."""
+        return self.values.size(0)
+
+    def split(self, n_id: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Positions of cached rows in ``n_id``, their slots, and the others."""
+        slots = self.slot[n_id]
+        cached = slots >= 0
+        cached_index = cached.nonzero().view(-1)
+        return cached_index, slots[cached_index], (~cached).nonzero().view(-1)

@@ -145,6 +145,16 @@ def in_degree(colptr: Tensor) -> Tensor:
     return colptr[1:] - colptr[:-1]
 
 
+def out_degree(row: Tensor, num_nodes: int) -> Tensor:
+    """Out-degree of every vertex from CSC row (source) indices.
+
+    Example:
+        >>> out_degree(torch.tensor([1, 1, 0]), num_nodes=3).tolist()
+        [1, 2, 0]
+    """
+    return torch.bincount(row.to(torch.long), minlength=num_nodes)
+
+
 def top_fraction(counts: Tensor, ratio: float) -> Tensor:
     """Ids of the ``ratio`` fraction of vertices with the highest positive counts.
 

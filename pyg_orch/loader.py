@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,15 +15,21 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.sampler.base import SubgraphType
 
-from pyg_orch.cache import HotCache
+from pyg_orch.cache import CACHE_MODES, FeatureCache, HotCache, gather
 from pyg_orch.hotness import (
     HotSet,
     check_hot_method,
     check_hot_ratio,
     frontier_size,
+    out_degree,
     select_hot,
 )
+from pyg_orch.pipeline import HotRefresher, Pipeline, check_staleness, refresh_seed
 from pyg_orch.sampling import OrchNeighborSampler
+
+# Share of free GPU memory a feature_cache="auto" takes; the rest is left to
+# training (activations, gradients, the allocator's slack).
+_AUTO_FEATURE_SHARE = 0.5
 
 
 @dataclass
@@ -91,12 +100,29 @@ class OrchNeighborLoader(NeighborLoader):
     default) the batches are exactly those of a ``NeighborLoader``.
 
     With ``hot_ratio > 0`` it chooses the hot vertices once (the frontier
-    nodes most often sampled, or of highest degree), caches their
-    full-neighbourhood bottom-layer aggregation in a :class:`~pyg_orch.HotCache`,
-    and stops expanding them in the last hop. Each batch then also holds
-    ``hot_index`` (local positions of the hot frontier nodes) and ``hot_agg``
-    (their cached aggregates), which :class:`~pyg_orch.OrchModel` feeds into
-    the bottom layer.
+    nodes most often sampled, or of highest degree), caches their bottom-layer
+    input in a :class:`~pyg_orch.HotCache`, and stops expanding them in the
+    last hop. Each batch then also holds ``hot_index`` (local positions of the
+    hot frontier nodes) and ``hot_agg`` (their cached values), which
+    :class:`~pyg_orch.OrchModel` feeds into the bottom layer. The values depend
+    on ``cache``:
+
+    - ``"static"``: the full-neighbourhood aggregation, computed once; exact.
+    - ``"resample"``: the aggregation over ``hot_fanout`` sampled neighbours,
+      re-sampled for every ``super_batch`` batches by a background thread.
+    - ``"embedding"``: the bottom layer's output, computed on the CPU from a
+      snapshot of its weights, for convs whose messages depend on weights
+      (``OrchModel`` picks this mode for them).
+
+    Re-sampled aggregates and snapshots are never used more than
+    ``staleness`` training steps (batches) after they were made.
+
+    With ``prefetch=k`` a background thread samples, gathers and copies the
+    next ``k`` batches while the current one trains; with ``device`` set,
+    batches arrive on that device (copied on a side CUDA stream from
+    page-locked buffers), and ``feature_cache`` keeps the raw features of
+    the most often gathered vertices there. Use the loader as a context
+    manager, or call :meth:`close`, to stop its threads early.
 
     Args:
         data: the graph, a :class:`~torch_geometric.data.Data` object.
@@ -108,6 +134,20 @@ class OrchNeighborLoader(NeighborLoader):
         hot: a precomputed hot set (a :class:`~pyg_orch.hotness.HotSet`, node
             ids, or a boolean mask) to use instead of choosing one.
         presample_epochs: epochs sampled by ``presample``.
+        cache: ``"static"``, ``"resample"`` or ``"embedding"``; ``None``
+            means static unless the model needs embedding mode.
+        super_batch: batches served by one re-sampled or embedded buffer.
+        staleness: most training steps between the making of hot values and
+            their use, at least ``super_batch - 1``; ``None``: ``2 *
+            super_batch - 1``, which lets the next buffer be made while the
+            current one serves.
+        hot_fanout: neighbours sampled per hot vertex in ``resample`` and
+            ``embedding`` modes; ``None``: the largest of ``num_neighbors``.
+        prefetch: batches prepared ahead by a background thread (0: none).
+        device: the device batches are delivered to (``None``: left on the
+            CPU, as ``NeighborLoader`` does).
+        feature_cache: bytes of raw feature rows to keep on ``device``, or
+            ``"auto"``: half of the free GPU memory (nothing on a CPU).
         **kwargs: any other argument of
             :class:`~torch_geometric.loader.NeighborLoader` and of
             :class:`torch.utils.data.DataLoader` (``input_nodes``,
@@ -122,6 +162,10 @@ class OrchNeighborLoader(NeighborLoader):
         >>> batch = next(iter(loader))
         >>> batch.batch_size, batch.hot_agg.size(1) == data.num_features
         (32, True)
+        >>> with OrchNeighborLoader(data, [10, 5], batch_size=32, hot_ratio=0.2,
+        ...                         cache="resample", prefetch=2) as loader:
+        ...     sum(batch.batch_size for batch in loader)
+        2708
     """
 
     def __init__(
@@ -132,12 +176,21 @@ class OrchNeighborLoader(NeighborLoader):
         hot_method: str = "presample",
         hot: HotSet | Tensor | None = None,
         presample_epochs: int = 1,
+        cache: str | None = None,
+        super_batch: int = 8,
+        staleness: int | None = None,
+        hot_fanout: int | None = None,
+        prefetch: int = 0,
+        device: torch.device | str | None = None,
+        feature_cache: int | str = 0,
         **kwargs: Any,
     ) -> None:
         check_hot_ratio(hot_ratio)
         check_hot_method(hot_method)
         if presample_epochs < 1:
             raise ValueError(f"presample_epochs must be >= 1, got {presample_epochs}")
+        staleness = 2 * super_batch - 1 if staleness is None else staleness
+        _check_pipeline_options(cache, super_batch, staleness, prefetch)
         if kwargs.get("neighbor_sampler") is None:
             kwargs["neighbor_sampler"] = OrchNeighborSampler(
                 data,
@@ -145,13 +198,34 @@ class OrchNeighborLoader(NeighborLoader):
                 **{key: kwargs[key] for key in _SAMPLER_ARGUMENTS if key in kwargs},
                 share_memory=kwargs.get("num_workers", 0) > 0,
             )
+        # With a device, the loader gathers x itself (page-locked, and only
+        # the rows the feature cache lacks): PyG filters a graph without it.
+        self.features: Tensor | None = getattr(data, "x", None)
+        self.device = torch.device(device) if device is not None else None
+        if self.device is not None and self.features is not None:
+            num_nodes = data.num_nodes
+            data = copy.copy(data)
+            del data.x
+            data.num_nodes = num_nodes
         super().__init__(data, num_neighbors, **kwargs)
         self.hot_ratio, self.hot_method = hot_ratio, hot_method
+        self.super_batch, self.staleness = super_batch, staleness
+        self.prefetch = prefetch
+        self.hot_fanout = _default_hot_fanout(num_neighbors, hot_fanout)
         self.stats = LoaderStats()
         self.hot: HotSet | None = None
         self.cache: HotCache | None = None
+        self.feature_cache = self._build_feature_cache(feature_cache)
+        # Weak: dropping the iterator must close its threads.
+        self._pipeline: weakref.ref[Pipeline] | None = None
         if hot is not None or hot_ratio > 0:
             self._build_cache(hot, presample_epochs)
+            self.cache.mode = cache or "static"
+            self.cache.mode_chosen = cache is not None
+        elif cache not in (None, "static"):
+            raise ValueError(
+                f"cache={cache!r} needs hot vertices: set hot_ratio > 0 or hot"
+            )
 
     def _build_cache(self, hot: HotSet | Tensor | None, presample_epochs: int) -> None:
         sampler = self.node_sampler
@@ -165,7 +239,7 @@ class OrchNeighborLoader(NeighborLoader):
                 "directional subgraphs (the default subgraph_type); drop the "
                 "other sampling options or set hot_ratio=0."
             )
-        if getattr(self.data, "x", None) is None:
+        if self.features is None:
             raise ValueError(
                 "hot vertices need node features data.x to aggregate; give the "
                 "graph an x or set hot_ratio=0"
@@ -186,8 +260,144 @@ class OrchNeighborLoader(NeighborLoader):
             )
         else:
             self.hot = _as_hot_set(hot, num_nodes)
-        self.cache = HotCache(sampler.colptr, sampler.row, self.data.x, self.hot.nodes)
+        self.cache = HotCache(
+            sampler.colptr, sampler.row, self.features, self.hot.nodes
+        )
         sampler.hot_mask = self.cache.mask
+
+    def _build_feature_cache(self, budget: int | str) -> FeatureCache | None:
+        if budget == 0 or self.features is None:
+            return None
+        if self.device is None:
+            raise ValueError(
+                "feature_cache keeps rows on the training device: also pass "
+                "device=... (e.g. device='cuda')"
+            )
+        if budget == "auto":
+            if self.device.type != "cuda":
+                return None
+            budget = int(torch.cuda.mem_get_info(self.device)[0] * _AUTO_FEATURE_SHARE)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise ValueError(
+                f"feature_cache must be a number of bytes >= 0 or 'auto', got "
+                f"{budget!r}"
+            )
+        row_bytes = self.features[0].numel() * self.features.element_size()
+        num_rows = min(budget // max(row_bytes, 1), self.features.size(0))
+        if num_rows == 0:
+            return None
+        sampler = self.node_sampler
+        counts = out_degree(sampler.row, sampler.colptr.numel() - 1)
+        order = torch.sort(counts, descending=True, stable=True).indices
+        return FeatureCache(self.features, order[:num_rows], self.device)
+
+    @property
+    def uses_pipeline(self) -> bool:
+        """Whether iterating runs the :class:`~pyg_orch.pipeline.Pipeline`."""
+        dynamic = self.cache is not None and self.cache.mode != "static"
+        return self.prefetch > 0 or self.device is not None or dynamic
+
+    def __iter__(self) -> Any:
+        if not self.uses_pipeline:
+            return super().__iter__()
+        if self.num_workers > 0:
+            raise ValueError(
+                "prefetch, device and the resample and embedding cache modes run "
+                "in pyg_orch's own threads, not in DataLoader worker processes: "
+                "set num_workers=0"
+            )
+        self.close()
+        # Drawn here, in the training thread, so a seeded run is reproducible
+        # whatever the thread timing: the batch order, the sampler's seeds
+        # and the refresher's seeds.
+        jobs = list(self.batch_sampler)
+        generator = torch.Generator()
+        generator.manual_seed(int(torch.randint(0, 2**62, (1,))))
+        self.node_sampler.generator = generator
+        refresher = self._refresher()
+        produce = functools.partial(self._produce, refresher)
+        pipeline = Pipeline(jobs, produce, self.prefetch, refresher, self.device)
+        self._pipeline = weakref.ref(pipeline)
+        return pipeline
+
+    def _refresher(self) -> HotRefresher | None:
+        cache = self.cache
+        if cache is None or cache.mode == "static":
+            return None
+        base_seed = int(torch.randint(0, 2**62, (1,)))
+        fanout = self.hot_fanout
+        if cache.mode == "resample":
+            snapshot = None
+
+            def compute(version: int, _: Any) -> Tensor:
+                return cache.resample(fanout, refresh_seed(base_seed, version))
+
+        else:
+            if cache.snapshot is None:
+                raise RuntimeError(
+                    "cache='embedding' needs the model: wrap it with "
+                    "OrchModel(model, loader) before iterating"
+                )
+            snapshot = cache.snapshot
+
+            def compute(version: int, layer: Any) -> Tensor:
+                return cache.embed(layer, fanout, refresh_seed(base_seed, version))
+
+        return HotRefresher(
+            compute, self.super_batch, self.staleness, snapshot, seed=base_seed
+        )
+
+    def _produce(
+        self, refresher: HotRefresher | None, index: int, seeds: list[int]
+    ) -> tuple[Data, int | None]:
+        out = self.collate_fn(seeds)
+        batch = out if self.filter_per_worker else self.filter_fn(out)
+        created = None
+        if refresher is not None:
+            values = refresher.values(index)
+            batch.hot_agg = gather(values.values, batch.hot_slot)
+            created = values.created
+            del batch.hot_slot
+        if self.device is not None:
+            batch = self._to_device(batch)
+        return batch, created
+
+    def _to_device(self, batch: Data) -> Data:
+        if "x_cold" not in batch:
+            return batch.to(self.device, non_blocking=True)
+        cold_index, x_cold = batch.x_cold_index, batch.x_cold
+        cached_index, cached_slot = batch.x_cached_index, batch.x_cached_slot
+        for key in ("x_cold_index", "x_cold", "x_cached_index", "x_cached_slot"):
+            del batch[key]
+        batch = batch.to(self.device, non_blocking=True)
+        x = torch.empty(
+            cold_index.numel() + cached_index.numel(),
+            x_cold.size(1),
+            dtype=x_cold.dtype,
+            device=self.device,
+        )
+        x[cold_index.to(self.device, non_blocking=True)] = x_cold.to(
+            self.device, non_blocking=True
+        )
+        values = self.feature_cache.values
+        x[cached_index.to(self.device, non_blocking=True)] = values[
+            cached_slot.to(self.device, non_blocking=True)
+        ]
+        batch.x = x
+        return batch
+
+    def close(self) -> None:
+        """Stops the background threads of the current iteration, if any."""
+        pipeline = self._pipeline() if self._pipeline is not None else None
+        if pipeline is not None:
+            pipeline.close()
+        self._pipeline = None
+
+    def __enter__(self) -> OrchNeighborLoader:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
 
     def collate_fn(self, index: Tensor | list[int]) -> Any:
         # NodeLoader.collate_fn with the sampling timed: with
@@ -200,9 +410,15 @@ class OrchNeighborLoader(NeighborLoader):
     def filter_fn(self, out: Any) -> Data:
         tick = time.perf_counter()
         batch = super().filter_fn(out)
+        if self.device is not None and self.features is not None:
+            self._gather_features(batch)
         if self.cache is not None:
             frontier = batch.n_id[: frontier_size(batch.num_sampled_nodes)]
-            batch.hot_index, batch.hot_agg = self.cache.lookup(frontier)
+            if self.cache.mode == "static":
+                batch.hot_index, batch.hot_agg = self.cache.lookup(frontier)
+            else:
+                # The values come from the refresher's buffer for this batch.
+                batch.hot_index, batch.hot_slot = self._find_hot(batch, frontier)
         # Bidirectional subgraphs have no per-hop counts: one "hop" then.
         nodes_per_hop = getattr(batch, "num_sampled_nodes", None) or [batch.num_nodes]
         edges_per_hop = getattr(batch, "num_sampled_edges", None) or [batch.num_edges]
@@ -217,6 +433,54 @@ class OrchNeighborLoader(NeighborLoader):
             )
         )
         return batch
+
+    def _find_hot(self, batch: Data, frontier: Tensor) -> tuple[Tensor, Tensor]:
+        if self.cache.mode != "embedding":
+            return self.cache.find(frontier)
+        # An embedding is a constant, so its row gets no gradient: only the
+        # hot nodes the last hop did not expand take one. The others have
+        # their sampled neighbours and are computed, with gradients, on the
+        # device.
+        start = frontier_size(batch.num_sampled_nodes[:-1])
+        hot_index, hot_slot = self.cache.find(frontier[start:])
+        return hot_index + start, hot_slot
+
+    def _gather_features(self, batch: Data) -> None:
+        # Into page-locked buffers (under CUDA), and only the rows the
+        # feature cache does not hold; _to_device assembles x on the device.
+        if self.feature_cache is None:
+            batch.x = gather(self.features, batch.n_id)
+            return
+        cached_index, cached_slot, cold_index = self.feature_cache.split(batch.n_id)
+        batch.x_cold = gather(self.features, batch.n_id[cold_index])
+        batch.x_cold_index = cold_index
+        batch.x_cached_index, batch.x_cached_slot = cached_index, cached_slot
+
+
+def _check_pipeline_options(
+    cache: str | None,
+    super_batch: int,
+    staleness: int,
+    prefetch: int,
+) -> None:
+    if cache is not None and cache not in CACHE_MODES:
+        raise ValueError(f"cache must be one of {CACHE_MODES} or None, got {cache!r}")
+    check_staleness(super_batch, staleness)
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+        raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
+
+
+def _default_hot_fanout(num_neighbors: Any, hot_fanout: int | None) -> int:
+    if hot_fanout is not None:
+        if isinstance(hot_fanout, bool) or not isinstance(hot_fanout, int):
+            raise ValueError(f"hot_fanout must be an int, got {hot_fanout!r}")
+        if hot_fanout == 0 or hot_fanout < -1:
+            raise ValueError(
+                f"hot_fanout must be >= 1 or -1 (all neighbours), got {hot_fanout}"
+            )
+        return hot_fanout
+    fanouts = list(getattr(num_neighbors, "values", num_neighbors))
+    return -1 if -1 in fanouts else max(max(fanouts, default=1), 1)
 
 
 # Arguments that NeighborLoader hands on to its NeighborSampler.
@@ -258,5 +522,5 @@ def _num_hot(batch: Data) -> int:
 
 
 def _bytes_gathered(batch: Data) -> int:
-    tensors = [batch.x] + ([batch.hot_agg] if "hot_agg" in batch else [])
+    tensors = [batch.get(key) for key in ("x", "x_cold", "hot_agg")]
     return sum(t.numel() * t.element_size() for t in tensors if t is not None)

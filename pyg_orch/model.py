@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import Any
 
@@ -93,11 +94,17 @@ class OrchModel(torch.nn.Module):
         loader: the loader whose hot cache feeds the bottom layer; it is told
             which aggregation the bottom layer needs.
 
+    A bottom conv whose messages depend on weights (``GATConv``,
+    ``SAGEConv(project=True)``, ...) cannot be served exactly: unless the
+    loader's ``cache`` was set explicitly, the wrapper then switches it to
+    ``"embedding"`` mode and warns. Hot rows of the bottom layer's output are
+    then computed on the CPU from a snapshot of its weights, at most
+    ``loader.staleness`` training steps old, and treated as constants.
+
     Raises:
         TypeError: ``model`` is not a ``BasicGNN``.
-        NotImplementedError: the bottom conv cannot be served exactly from a
-            static cache (its messages depend on weights, as in ``GATConv``)
-            while the loader has hot vertices, or ``jk`` is set.
+        NotImplementedError: the loader's explicitly chosen ``cache`` mode
+            cannot serve the bottom conv, or ``jk`` is set.
 
     Example:
         >>> from torch_geometric.nn import GraphSAGE
@@ -125,6 +132,8 @@ class OrchModel(torch.nn.Module):
             )
         self.model = model
         self.kinds = [cache_kind(conv) for conv in model.convs]
+        # A hook-free copy of the bottom conv: the model of its snapshots.
+        self._bottom_template: torch.nn.Module | None = None
         if loader is not None and loader.cache is not None:
             self._serve_from(loader)
         self._hot_rows: tuple[Tensor, Tensor] | None = None
@@ -135,18 +144,44 @@ class OrchModel(torch.nn.Module):
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
 
     def _serve_from(self, loader: OrchNeighborLoader) -> None:
-        conv = self.model.convs[0]
-        if self.kinds[0] is None:
-            raise NotImplementedError(
-                f"the bottom layer {conv} cannot be served exactly from a static "
-                f"hot cache: its neighbour aggregation depends on weights. It "
-                f"needs the 'embedding' cache mode (cache='embedding'), which "
-                f"pyg_orch does not provide yet; use hot_ratio=0 for this model."
+        conv, cache = self.model.convs[0], loader.cache
+        if self.kinds[0] is None and cache.mode != "embedding":
+            if cache.mode_chosen:
+                raise NotImplementedError(
+                    f"the bottom layer {conv} cannot be served by "
+                    f"cache={cache.mode!r}: its neighbour aggregation depends on "
+                    f"weights. Use cache='embedding' (or leave cache unset)."
+                )
+            cache.mode = "embedding"
+            warnings.warn(
+                f"OrchModel: the bottom layer {conv} aggregates with weights, so "
+                f"hot vertices use cache='embedding': its output, computed on "
+                f"the CPU from a weight snapshot at most {loader.staleness} "
+                f"training steps old",
+                stacklevel=3,
             )
-        loader.cache.kind = self.kinds[0]
-        # Computed now, not during the first batch: before any worker process
-        # is forked, and outside the training time.
-        loader.cache.values()
+        if cache.mode == "embedding":
+            self._bottom_template = copy.deepcopy(conv).cpu()
+            cache.snapshot = self._bottom_snapshot
+            return
+        if cache.mode == "resample" and self.kinds[0] == "gcn":
+            raise NotImplementedError(
+                "cache='resample' serves mean, sum and max aggregations; GCN's "
+                "normalised sum is exact with cache='static', use that"
+            )
+        cache.kind = self.kinds[0]
+        if cache.mode == "static":
+            # Computed now, not during the first batch: before any worker
+            # process is forked, and outside the training time.
+            cache.values()
+
+    def _bottom_snapshot(self) -> torch.nn.Module:
+        # A CPU copy of the bottom conv's current weights, for the refresher
+        # thread: taken between optimizer steps, in the training thread.
+        layer = copy.deepcopy(self._bottom_template)
+        state = self.model.convs[0].state_dict()
+        layer.load_state_dict({key: v.detach().cpu() for key, v in state.items()})
+        return layer.eval()
 
     def _inject_hot_rows(
         self, module: Any, inputs: Any, output: Tensor
@@ -219,8 +254,20 @@ class OrchModel(torch.nn.Module):
         hot: tuple[Tensor, Tensor] | None,
     ) -> Tensor:
         conv = self.model.convs[layer]
+        embedded = hot if self._bottom_template is not None else None
+        if embedded is not None:
+            # The hot rows' whole output is given; they are computed without
+            # neighbours below and then replaced.
+            hot = (hot[0], None)
         if self.kinds[layer] == "gcn":
-            return self._gcn_layer(conv, x, num_dst, gcn_weight, hot)
+            out = self._gcn_layer(conv, x, num_dst, gcn_weight, hot)
+        else:
+            out = self._conv(conv, x, num_dst, edges, hot)
+        if embedded is not None:
+            out = out.index_copy(0, embedded[0], embedded[1].to(out.dtype))
+        return out
+
+    def _conv(self, conv, x, num_dst, edges, hot) -> Tensor:
         src, dst = edges
         if hot is not None:
             # Hot rows come from the cache: their sampled edges are not needed.
@@ -230,7 +277,7 @@ class OrchModel(torch.nn.Module):
             adjacency, size = _csr(src, dst, None, num_dst, x.size(0)), None
         else:
             adjacency, size = torch.stack([src, dst]), (x.size(0), num_dst)
-        self._hot_rows = hot
+        self._hot_rows = hot if hot is not None and hot[1] is not None else None
         try:
             return conv((x, x[:num_dst]), adjacency, size=size)
         finally:
@@ -243,7 +290,7 @@ class OrchModel(torch.nn.Module):
             keep &= _cold_rows(num_dst, hot[0])[dst.clamp(max=num_dst - 1)]
         adjacency = _csr(src[keep], dst[keep], weight[keep], num_dst, x.size(0))
         out = torch.sparse.mm(adjacency, conv.lin(x))
-        if hot is not None:
+        if hot is not None and hot[1] is not None:
             out = out.index_copy(0, hot[0], conv.lin(hot[1]))
         return out + conv.bias if conv.bias is not None else out
 

@@ -22,7 +22,8 @@ from pyg_orch.kernels.sample import sample_layers
 _scratch = threading.local()
 
 
-def _node_map(num_nodes: int) -> np.ndarray:
+def node_map(num_nodes: int) -> np.ndarray:
+    """This thread's reusable global-to-local map (all -1) for ``num_nodes``."""
     maps = _scratch.__dict__.setdefault("maps", {})
     if num_nodes not in maps:
         maps[num_nodes] = np.full(num_nodes, -1, dtype=np.int64)
@@ -103,6 +104,9 @@ class OrchNeighborSampler(NeighborSampler):
         self.use_pyg_backend = unsupported is not None
         # Nodes the last hop does not expand (hot nodes); set by the loader.
         self.hot_mask: Tensor | None = None
+        # Where batch seeds are drawn from: the global generator unless a
+        # pipeline sets its own (its thread must not draw from the global one).
+        self.generator: torch.Generator | None = None
         with warnings.catch_warnings():
             # PyG warns that sampling without pyg-lib is deprecated; this
             # class is the sampler that makes pyg-lib unnecessary.
@@ -118,7 +122,7 @@ class OrchNeighborSampler(NeighborSampler):
         if self.use_pyg_backend:
             return super()._sample(seed, seed_time, **kwargs)
         fanouts = np.asarray(self.num_neighbors.get_mapped_values(), dtype=np.int64)
-        random_seed = int(torch.randint(0, 2**62, (1,)).item())
+        random_seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
         node, row, col, edge, nodes_per_hop, edges_per_hop = sample_layers(
             self.colptr.numpy(),
             self.row.numpy(),
@@ -126,7 +130,7 @@ class OrchNeighborSampler(NeighborSampler):
             fanouts,
             self.replace,
             random_seed,
-            _node_map(self.colptr.numel() - 1),
+            node_map(self.colptr.numel() - 1),
             _EMPTY_MASK if self.hot_mask is None else self.hot_mask.numpy(),
         )
         row, col = torch.from_numpy(row), torch.from_numpy(col)

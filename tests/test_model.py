@@ -117,13 +117,19 @@ def test_inference_equals_full_graph_forward(cora):
         assert torch.allclose(OrchModel(model).inference(cora), expected, atol=1e-4)
 
 
-def test_convs_with_weighted_messages_need_the_embedding_mode(cora):
+def test_convs_with_weighted_messages_switch_to_the_embedding_mode(cora):
     loader = OrchNeighborLoader(
         cora, num_neighbors=[5, 5], batch_size=64, hot_ratio=0.1
     )
     gat = GAT(cora.num_features, 8, num_layers=2, out_channels=7)
-    with pytest.raises(NotImplementedError, match="embedding"):
+    with pytest.warns(UserWarning, match="cache='embedding'"):
         OrchModel(gat, loader)
+    assert loader.cache.mode == "embedding"
+    chosen = OrchNeighborLoader(
+        cora, num_neighbors=[5, 5], batch_size=64, hot_ratio=0.1, cache="static"
+    )
+    with pytest.raises(NotImplementedError, match="cache='embedding'"):
+        OrchModel(gat, chosen)
     plain = OrchNeighborLoader(cora, num_neighbors=[5, 5], batch_size=64)
     batch = next(iter(plain))
     gat.eval()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -12,20 +13,31 @@ from tqdm.auto import tqdm
 from pyg_orch.sampling import OrchNeighborSampler
 
 HOT_METHODS = ("presample", "degree")
+# The ratios hot_ratio="auto" measures; NeutronOrch sweeps 0.05 to 0.25.
+AUTO_RATIOS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 
 # Below this many batches a progress bar is noise.
 _PROGRESS_MIN_BATCHES = 50
 
 
-def check_hot_ratio(hot_ratio: float, name: str = "hot_ratio") -> None:
+def check_hot_ratio(
+    hot_ratio: float | str, name: str = "hot_ratio", allow_auto: bool = False
+) -> None:
     """Raises a :class:`ValueError` naming ``name`` unless ``hot_ratio`` is in [0, 1].
+
+    With ``allow_auto``, ``"auto"`` is accepted too.
 
     Example:
         >>> check_hot_ratio(0.2)
     """
-    if isinstance(hot_ratio, bool) or not 0.0 <= hot_ratio <= 1.0:
+    if allow_auto and hot_ratio == "auto":
+        return
+    if isinstance(hot_ratio, bool) or not (
+        isinstance(hot_ratio, int | float) and 0.0 <= hot_ratio <= 1.0
+    ):
+        also = " or 'auto'" if allow_auto else ""
         raise ValueError(
-            f"{name} must be a fraction of the vertices in [0, 1], got "
+            f"{name} must be a fraction of the vertices in [0, 1]{also}, got "
             f"{hot_ratio!r}; 0 turns the hot/cold split off"
         )
 
@@ -205,6 +217,7 @@ def select_hot(
         >>> select_hot(sampler, torch.arange(3), 0.34, "degree").nodes.tolist()
         [0]
     """
+    check_hot_ratio(hot_ratio)
     check_hot_method(method)
     if method == "presample":
         counts = presample_counts(
@@ -213,3 +226,80 @@ def select_hot(
     else:
         counts = in_degree(sampler.colptr)
     return HotSet(top_fraction(counts, hot_ratio), counts, method)
+
+
+@dataclass
+class HotRatioTuning:
+    """What ``hot_ratio="auto"`` measured, per candidate ratio, and chose.
+
+    Attributes:
+        ratios: the candidate hot ratios.
+        cpu_seconds: median CPU time per batch (sample, gather, copy, and the
+            share of a hot refresh) at each ratio.
+        device_seconds: median device time per batch (forward and backward).
+        overlap: whether the CPU work runs beside the device's (a pipeline).
+        chosen: the chosen ratio.
+
+    Example:
+        >>> tuning = HotRatioTuning([0.0, 0.1], [0.03, 0.01], [0.02, 0.02],
+        ...                         overlap=True, chosen=0.1)
+        >>> print(tuning.table())
+        hot_ratio  cpu ms  device ms
+        0            30.0       20.0
+        0.1 *        10.0       20.0
+    """
+
+    ratios: list[float]
+    cpu_seconds: list[float]
+    device_seconds: list[float]
+    overlap: bool
+    chosen: float
+
+    def table(self) -> str:
+        """The measurements, one line per ratio, the chosen one starred."""
+        lines = [f"{'hot_ratio':<9}{'cpu ms':>8}{'device ms':>11}"]
+        for ratio, cpu, device in zip(
+            self.ratios, self.cpu_seconds, self.device_seconds, strict=True
+        ):
+            name = f"{ratio:g}" + (" *" if ratio == self.chosen else "")
+            lines.append(f"{name:<9}{1000 * cpu:>8.1f}{1000 * device:>11.1f}")
+        return "\n".join(lines)
+
+
+def choose_hot_ratio(
+    ratios: list[float],
+    cpu_seconds: list[float],
+    device_seconds: list[float],
+    overlap: bool = True,
+) -> float:
+    """The ratio that hides the CPU work under the device work.
+
+    With ``overlap`` (a pipeline runs CPU and device work at once), the
+    smallest ratio whose CPU time per batch is at most its device time; if
+    none is, the one with the shortest ``max(cpu, device)``. Without overlap,
+    the one with the shortest ``cpu + device``. Smaller ratios win ties: they
+    cost less memory and setup.
+
+    Example:
+        >>> choose_hot_ratio([0.0, 0.1, 0.2], [3.0, 2.0, 1.0], [2.0, 2.0, 2.0])
+        0.1
+    """
+    if not ratios:
+        raise ValueError("choose_hot_ratio needs at least one candidate")
+    times = list(zip(ratios, cpu_seconds, device_seconds, strict=True))
+    if overlap:
+        for ratio, cpu, device in times:
+            if cpu <= device:
+                return ratio
+    cost = [max(c, d) if overlap else c + d for _, c, d in times]
+    return ratios[cost.index(min(cost))]
+
+
+def median_seconds(seconds: list[float]) -> float:
+    """The median of ``seconds`` (0 for none).
+
+    Example:
+        >>> median_seconds([3.0, 1.0, 2.0])
+        2.0
+    """
+    return statistics.median(seconds) if seconds else 0.0

@@ -17,12 +17,17 @@ from torch_geometric.sampler.base import SubgraphType
 
 from pyg_orch.cache import CACHE_MODES, FeatureCache, HotCache, gather
 from pyg_orch.hotness import (
+    AUTO_RATIOS,
+    HotRatioTuning,
     HotSet,
     check_hot_method,
     check_hot_ratio,
+    choose_hot_ratio,
     frontier_size,
+    median_seconds,
     out_degree,
     select_hot,
+    top_fraction,
 )
 from pyg_orch.pipeline import HotRefresher, Pipeline, check_staleness, refresh_seed
 from pyg_orch.sampling import OrchNeighborSampler
@@ -185,7 +190,7 @@ class OrchNeighborLoader(NeighborLoader):
         feature_cache: int | str = 0,
         **kwargs: Any,
     ) -> None:
-        check_hot_ratio(hot_ratio)
+        check_hot_ratio(hot_ratio, allow_auto=True)
         check_hot_method(hot_method)
         if presample_epochs < 1:
             raise ValueError(f"presample_epochs must be >= 1, got {presample_epochs}")
@@ -218,16 +223,24 @@ class OrchNeighborLoader(NeighborLoader):
         self.feature_cache = self._build_feature_cache(feature_cache)
         # Weak: dropping the iterator must close its threads.
         self._pipeline: weakref.ref[Pipeline] | None = None
-        if hot is not None or hot_ratio > 0:
-            self._build_cache(hot, presample_epochs)
-            self.cache.mode = cache or "static"
-            self.cache.mode_chosen = cache is not None
+        self._cache_mode = cache
+        self.tuning: HotRatioTuning | None = None
+        if hot_ratio == "auto":
+            # Scored now; the ratio is chosen when OrchModel wraps the model.
+            self._check_hot_support()
+            self._scores = self._choose_hot(max(AUTO_RATIOS), presample_epochs)
+        elif hot is not None or hot_ratio > 0:
+            self._check_hot_support()
+            if hot is None:
+                self._use_hot(self._choose_hot(hot_ratio, presample_epochs))
+            else:
+                self._use_hot(_as_hot_set(hot, self.node_sampler.colptr.numel() - 1))
         elif cache not in (None, "static"):
             raise ValueError(
                 f"cache={cache!r} needs hot vertices: set hot_ratio > 0 or hot"
             )
 
-    def _build_cache(self, hot: HotSet | Tensor | None, presample_epochs: int) -> None:
+    def _check_hot_support(self) -> None:
         sampler = self.node_sampler
         if (
             not isinstance(sampler, OrchNeighborSampler)
@@ -244,26 +257,116 @@ class OrchNeighborLoader(NeighborLoader):
                 "hot vertices need node features data.x to aggregate; give the "
                 "graph an x or set hot_ratio=0"
             )
-        num_nodes = sampler.colptr.numel() - 1
-        if hot is None:
-            self.hot = select_hot(
-                sampler,
-                self.input_data.node,
-                self.hot_ratio,
-                self.hot_method,
-                batch_size=self.batch_size,
-                epochs=presample_epochs,
-                # Deterministic under torch.manual_seed, and without drawing
-                # from the global generator, so a hot ratio leaves the
-                # shuffles and initialisations of a seeded run unchanged.
-                seed=torch.initial_seed(),
-            )
-        else:
-            self.hot = _as_hot_set(hot, num_nodes)
-        self.cache = HotCache(
-            sampler.colptr, sampler.row, self.features, self.hot.nodes
+
+    def _choose_hot(self, hot_ratio: float, presample_epochs: int) -> HotSet:
+        return select_hot(
+            self.node_sampler,
+            self.input_data.node,
+            hot_ratio,
+            self.hot_method,
+            batch_size=self.batch_size,
+            epochs=presample_epochs,
+            # Deterministic under torch.manual_seed, and without drawing from
+            # the global generator, so a hot ratio leaves the shuffles and
+            # initialisations of a seeded run unchanged.
+            seed=torch.initial_seed(),
         )
+
+    def _use_hot(self, hot: HotSet | None) -> None:
+        # Builds the hot cache for `hot` (none for None) and tells the sampler.
+        sampler = self.node_sampler
+        self.hot = hot
+        if hot is None:
+            self.cache, sampler.hot_mask = None, None
+            return
+        self.cache = HotCache(sampler.colptr, sampler.row, self.features, hot.nodes)
+        self.cache.mode = self._cache_mode or "static"
+        self.cache.mode_chosen = self._cache_mode is not None
         sampler.hot_mask = self.cache.mask
+
+    def tune_hot_ratio(
+        self,
+        serve: Any,
+        step_seconds: Any,
+        ratios: tuple[float, ...] = AUTO_RATIOS,
+        batches: int = 3,
+    ) -> HotRatioTuning:
+        """Chooses ``hot_ratio="auto"``: the ratio that hides CPU under device work.
+
+        For each candidate ratio it builds the hot cache, then times the CPU
+        side (sampling, gathering, copying, and the per-batch share of a hot
+        refresh) and the device side (a forward and backward pass, no update)
+        on the same ``batches`` batches after a warm-up one, and keeps the
+        choice of :func:`~pyg_orch.hotness.choose_hot_ratio`. Called by
+        :class:`~pyg_orch.OrchModel`; the result is kept in :attr:`tuning`.
+
+        Args:
+            serve: ``serve(loader)`` prepares the cache for the model (what
+                ``OrchModel`` does when it wraps a model).
+            step_seconds: ``step_seconds(batch)``, the device time of a batch.
+            ratios: the candidates.
+            batches: timed batches per candidate.
+
+        Returns:
+            The measurements and the choice.
+        """
+        cpu, device = [], []
+        # A discarded round first: one-off costs (kernel compilation, lazy
+        # initialisation, allocator growth) would otherwise land on the first.
+        self._time_batches(step_seconds, 1)
+        for ratio in ratios:
+            self._use_hot(self._top(ratio))
+            if self.cache is not None:
+                serve(self)
+            cpu_seconds, device_seconds = self._time_batches(step_seconds, batches)
+            cpu.append(cpu_seconds)
+            device.append(device_seconds)
+        overlap = self.prefetch > 0
+        chosen = choose_hot_ratio(list(ratios), cpu, device, overlap)
+        self._use_hot(self._top(chosen))
+        if self.cache is not None:
+            serve(self)
+        self.hot_ratio = chosen
+        self.stats.reset()
+        self.tuning = HotRatioTuning(list(ratios), cpu, device, overlap, chosen)
+        return self.tuning
+
+    def _top(self, ratio: float) -> HotSet | None:
+        if ratio == 0:
+            return None
+        scores = self._scores.counts
+        return HotSet(top_fraction(scores, ratio), scores, self._scores.method)
+
+    def _time_batches(self, step_seconds: Any, batches: int) -> tuple[float, float]:
+        cpu, device = [], []
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # the same batches for every candidate
+            refresh_seconds, values = self._time_refresh()
+            for seeds in list(self.batch_sampler)[: batches + 1]:
+                tick = time.perf_counter()
+                out = self.collate_fn(seeds)
+                batch = out if self.filter_per_worker else self.filter_fn(out)
+                if "hot_slot" in batch:
+                    batch.hot_agg = gather(values, batch.hot_slot)
+                    del batch.hot_slot
+                if self.device is not None:
+                    batch = self._to_device(batch)
+                cpu.append(time.perf_counter() - tick + refresh_seconds)
+                device.append(step_seconds(batch))
+        # The first batch warms caches and kernels up.
+        return median_seconds(cpu[1:]), median_seconds(device[1:])
+
+    def _time_refresh(self) -> tuple[float, Tensor | None]:
+        # One hot refresh, timed; its cost is shared by a super-batch.
+        cache = self.cache
+        if cache is None or cache.mode == "static":
+            return 0.0, None
+        tick = time.perf_counter()
+        if cache.mode == "resample":
+            values = cache.resample(self.hot_fanout, 0)
+        else:
+            values = cache.embed(cache.snapshot(), self.hot_fanout, 0)
+        return (time.perf_counter() - tick) / self.super_batch, values
 
     def _build_feature_cache(self, budget: int | str) -> FeatureCache | None:
         if budget == 0 or self.features is None:
@@ -298,6 +401,11 @@ class OrchNeighborLoader(NeighborLoader):
         return self.prefetch > 0 or self.device is not None or dynamic
 
     def __iter__(self) -> Any:
+        if self.hot_ratio == "auto":
+            raise RuntimeError(
+                "hot_ratio='auto' is chosen from measurements of the model: wrap "
+                "it with OrchModel(model, loader) before iterating"
+            )
         if not self.uses_pipeline:
             return super().__iter__()
         if self.num_workers > 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 import warnings
 from typing import Any
 
@@ -65,6 +66,23 @@ def _csr(
     return torch.sparse_csr_tensor(
         crow, src, weight, (num_dst, num_src), check_invariants=False
     )
+
+
+def _without_hooks(module: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of ``module`` without the hooks registered on it."""
+    # Hooks are bound methods of their owners: copying them would copy those.
+    memo = {
+        id(value): type(value)()
+        for part in module.modules()
+        for name, value in vars(part).items()
+        if "hooks" in name and isinstance(value, dict)
+    }
+    return copy.deepcopy(module, memo)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _cold_rows(num_rows: int, hot_index: Tensor) -> Tensor:
@@ -132,16 +150,19 @@ class OrchModel(torch.nn.Module):
             )
         self.model = model
         self.kinds = [cache_kind(conv) for conv in model.convs]
-        # A hook-free copy of the bottom conv: the model of its snapshots.
+        # A hook-free copy of the bottom conv, the model of its snapshots,
+        # when the loader runs in embedding mode.
         self._bottom_template: torch.nn.Module | None = None
-        if loader is not None and loader.cache is not None:
-            self._serve_from(loader)
         self._hot_rows: tuple[Tensor, Tensor] | None = None
         self._graph_key: tuple[int, int, int] | None = None
         self._graph: tuple[Tensor, Tensor, Any] = ()
         for conv in model.convs:
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
+        if loader is not None and loader.hot_ratio == "auto":
+            loader.tune_hot_ratio(self._serve_from, self.step_seconds)
+        elif loader is not None and loader.cache is not None:
+            self._serve_from(loader)
 
     def _serve_from(self, loader: OrchNeighborLoader) -> None:
         conv, cache = self.model.convs[0], loader.cache
@@ -161,7 +182,7 @@ class OrchModel(torch.nn.Module):
                 stacklevel=3,
             )
         if cache.mode == "embedding":
-            self._bottom_template = copy.deepcopy(conv).cpu()
+            self._bottom_template = _without_hooks(conv).cpu()
             cache.snapshot = self._bottom_snapshot
             return
         if cache.mode == "resample" and self.kinds[0] == "gcn":
@@ -182,6 +203,28 @@ class OrchModel(torch.nn.Module):
         state = self.model.convs[0].state_dict()
         layer.load_state_dict({key: v.detach().cpu() for key, v in state.items()})
         return layer.eval()
+
+    def step_seconds(self, batch: Data) -> float:
+        """Seconds of one forward and backward pass on ``batch``, side-effect free.
+
+        Used to choose ``hot_ratio="auto"``: gradients, buffers (e.g. batch
+        norm statistics) and the random state are restored afterwards, and no
+        parameter changes.
+        """
+        device = self.device
+        grads = [p.grad for p in self.parameters()]
+        buffers = [b.clone() for b in self.buffers()]
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            _synchronize(device)
+            tick = time.perf_counter()
+            self(batch).float().sum().backward()
+            _synchronize(device)
+            seconds = time.perf_counter() - tick
+        for parameter, grad in zip(self.parameters(), grads, strict=True):
+            parameter.grad = grad
+        for buffer, saved in zip(self.buffers(), buffers, strict=True):
+            buffer.copy_(saved)
+        return seconds
 
     def _inject_hot_rows(
         self, module: Any, inputs: Any, output: Tensor
@@ -230,9 +273,12 @@ class OrchModel(torch.nn.Module):
             num_edges = sum(edges_per_hop[: num_layers - layer])
             x = x[: sum(nodes_per_hop[: num_layers - layer + 1])]
             edges = (src[:num_edges], dst[:num_edges])
-            x = self._layer(
-                layer, x, num_dst, edges, gcn_weight, hot if layer == 0 else None
-            )
+            if layer > 0 or hot is None:
+                x = self._layer(layer, x, num_dst, edges, gcn_weight, None)
+            elif self._bottom_template is not None:
+                x = self._embedded_layer(x, num_dst, edges, gcn_weight, hot)
+            else:
+                x = self._layer(layer, x, num_dst, edges, gcn_weight, hot)
             x = self._between_layers(layer, x)
         return x[: batch.batch_size]
 
@@ -254,18 +300,16 @@ class OrchModel(torch.nn.Module):
         hot: tuple[Tensor, Tensor] | None,
     ) -> Tensor:
         conv = self.model.convs[layer]
-        embedded = hot if self._bottom_template is not None else None
-        if embedded is not None:
-            # The hot rows' whole output is given; they are computed without
-            # neighbours below and then replaced.
-            hot = (hot[0], None)
         if self.kinds[layer] == "gcn":
-            out = self._gcn_layer(conv, x, num_dst, gcn_weight, hot)
-        else:
-            out = self._conv(conv, x, num_dst, edges, hot)
-        if embedded is not None:
-            out = out.index_copy(0, embedded[0], embedded[1].to(out.dtype))
-        return out
+            return self._gcn_layer(conv, x, num_dst, gcn_weight, hot)
+        return self._conv(conv, x, num_dst, edges, hot)
+
+    def _embedded_layer(self, x, num_dst, edges, gcn_weight, hot) -> Tensor:
+        # The hot rows' whole output is given: computed without neighbours
+        # (a hot value of None), then replaced.
+        hot_index, hot_output = hot
+        out = self._layer(0, x, num_dst, edges, gcn_weight, (hot_index, None))
+        return out.index_copy(0, hot_index, hot_output.to(out.dtype))
 
     def _conv(self, conv, x, num_dst, edges, hot) -> Tensor:
         src, dst = edges

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric import seed_everything
 from torch_geometric.data import Data
-from torch_geometric.nn import GCN, GIN, GraphSAGE
+from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 from tqdm.auto import tqdm
 
@@ -32,7 +32,12 @@ from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
 
 #: ``--model`` choices: PyG models OrchModel serves exactly from the hot cache.
-MODELS: dict[str, type[BasicGNN]] = {"sage": GraphSAGE, "gcn": GCN, "gin": GIN}
+MODELS: dict[str, type[BasicGNN]] = {
+    "sage": GraphSAGE,
+    "gcn": GCN,
+    "gin": GIN,
+    "gat": GAT,
+}
 
 __all__ = [
     "MODELS",
@@ -64,7 +69,9 @@ class TrainConfig:
             ``"power-law"``) or a path to an ``.npz`` file.
         root: where datasets are downloaded/cached (``None``: the loader's
             default).
-        model: ``"sage"`` (GraphSAGE), ``"gcn"`` (GCN) or ``"gin"`` (GIN).
+        model: ``"sage"`` (GraphSAGE), ``"gcn"`` (GCN), ``"gin"`` (GIN) or
+            ``"gat"`` (GAT, whose hot vertices use the ``embedding`` cache
+            mode).
         num_neighbors: fan-out per hop for training; its length is the number
             of layers. ``-1`` takes all neighbours of that hop.
         batch_size: training seed nodes per mini-batch.

@@ -8,7 +8,14 @@ from torch_geometric.loader import NeighborLoader
 from torch_geometric.utils import scatter
 
 from pyg_orch import HotSet, OrchNeighborLoader, OrchNeighborSampler
-from pyg_orch.hotness import frontier_size, presample_counts, select_hot, top_fraction
+from pyg_orch.hotness import (
+    AUTO_RATIOS,
+    choose_hot_ratio,
+    frontier_size,
+    presample_counts,
+    select_hot,
+    top_fraction,
+)
 
 
 def power_law(num_nodes=2000, seed=0):
@@ -205,3 +212,62 @@ def test_loader_hot_set_is_seeded_and_leaves_the_random_stream_alone():
     torch.manual_seed(3)
     assert torch.equal(after_first, torch.rand(3))
     assert torch.equal(after_first, after_again)
+
+
+def test_choose_hot_ratio_hides_cpu_work_under_device_work():
+    ratios = [0.0, 0.1, 0.2, 0.3]
+    cpu = [5.0, 3.0, 2.0, 1.5]
+    # The smallest ratio whose CPU time fits under the device time.
+    assert choose_hot_ratio(ratios, cpu, [2.5, 2.5, 2.5, 2.5]) == 0.2
+    # None fits: the shortest max(cpu, device).
+    assert choose_hot_ratio(ratios, cpu, [1.0, 1.0, 1.0, 1.4]) == 0.3
+    # Without a pipeline the times add up.
+    assert choose_hot_ratio(ratios, cpu, [1.0, 2.0, 1.0, 3.0], overlap=False) == 0.2
+    with pytest.raises(ValueError, match="at least one"):
+        choose_hot_ratio([], [], [])
+
+
+def test_auto_hot_ratio_is_chosen_when_the_model_is_wrapped():
+    from torch_geometric.nn import GraphSAGE
+
+    from pyg_orch import OrchModel
+
+    data = power_law()
+    loader = OrchNeighborLoader(
+        data, [5, 3], batch_size=64, hot_ratio="auto", prefetch=2
+    )
+    assert loader.cache is None
+    with pytest.raises(RuntimeError, match="OrchModel"):
+        iter(loader)
+    gnn = GraphSAGE(data.num_features, 8, num_layers=2, out_channels=2)
+    before = {key: value.clone() for key, value in gnn.state_dict().items()}
+    model = OrchModel(gnn, loader)
+    tuning = loader.tuning
+    assert tuning.ratios == list(AUTO_RATIOS) and tuning.chosen == loader.hot_ratio
+    assert all(seconds > 0 for seconds in tuning.cpu_seconds + tuning.device_seconds)
+    # Measuring trains nothing.
+    assert all(torch.equal(before[k], v) for k, v in gnn.state_dict().items())
+    assert all(parameter.grad is None for parameter in gnn.parameters())
+    assert loader.stats.batches == []
+    # The choice follows the measurements: device time only with hot vertices.
+    chosen = loader.tune_hot_ratio(
+        model._serve_from, lambda batch: 1.0 if "hot_index" in batch else 0.0
+    )
+    assert chosen.chosen == 0.05 and loader.hot_ratio == 0.05
+    assert loader.cache.num_hot == round(0.05 * data.num_nodes)
+    assert "0.05 *" in chosen.table()
+    with loader:
+        batch = next(iter(loader))
+    assert model(batch).shape == (batch.batch_size, 2)
+    chosen = loader.tune_hot_ratio(model._serve_from, lambda batch: 1.0)
+    assert chosen.chosen == 0.0 and loader.cache is None
+    with loader:
+        assert "hot_index" not in next(iter(loader))
+
+
+def test_auto_hot_ratio_is_only_for_the_loader():
+    data = power_law()
+    with pytest.raises(ValueError, match="hot_ratio must be"):
+        OrchNeighborLoader(data, [5, 3], batch_size=64, hot_ratio="fast")
+    with pytest.raises(ValueError, match="hot_ratio must be"):
+        select_hot(OrchNeighborSampler(data, [5]), torch.arange(10), "auto")

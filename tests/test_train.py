@@ -85,7 +85,7 @@ def test_train_is_deterministic_under_seed(cora):
     assert first.test_acc == second.test_acc
 
 
-@pytest.mark.parametrize("model", ["sage", "gcn", "gin"])
+@pytest.mark.parametrize("model", ["sage", "gcn", "gin", "gat"])
 def test_evaluation_equals_full_batch_forward(cora, model):
     torch.manual_seed(0)
     network = build_model(
@@ -148,7 +148,7 @@ def test_unknown_device_is_rejected():
         ({"eval_every": 0}, "eval_every"),
         ({"eval_batch_size": 0}, "eval_batch_size"),
         ({"num_workers": -1}, "num_workers"),
-        ({"model": "gat"}, "model"),
+        ({"model": "gatv2"}, "model"),
         ({"hot_ratio": 1.5}, "hot_ratio"),
         ({"hot_method": "random"}, "hot_method"),
     ],

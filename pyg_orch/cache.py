@@ -61,7 +61,10 @@ class HotCache:
         # for embedding mode, what snapshots the bottom layer (set by the model).
         self.mode_chosen = False
         self.snapshot: Callable[[], Callable[[Tensor, Tensor], Tensor]] | None = None
+        # Set by the loader when the static values fit in device memory.
+        self.device: torch.device | None = None
         self._values: dict[str, Tensor] = {}
+        self._device_values: dict[str, Tensor] = {}
 
     @property
     def num_hot(self) -> int:
@@ -83,6 +86,12 @@ class HotCache:
         if kind not in self._values:
             self._values[kind] = self._aggregate(kind)
         return self._values[kind]
+
+    def device_values(self) -> Tensor:
+        """The cache's ``kind`` values on :attr:`device` (copied on first use)."""
+        if self.kind not in self._device_values:
+            self._device_values[self.kind] = self.values().to(self.device)
+        return self._device_values[self.kind]
 
     def _aggregate(self, kind: str) -> Tensor:
         out = torch.empty(self.num_hot, self.x.size(1), dtype=self.x.dtype)

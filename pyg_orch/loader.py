@@ -32,9 +32,9 @@ from pyg_orch.hotness import (
 from pyg_orch.pipeline import HotRefresher, Pipeline, check_staleness, refresh_seed
 from pyg_orch.sampling import OrchNeighborSampler
 
-# Share of free GPU memory a feature_cache="auto" takes; the rest is left to
+# Share of free GPU memory a device_cache="auto" takes; the rest is left to
 # training (activations, gradients, the allocator's slack).
-_AUTO_FEATURE_SHARE = 0.5
+_AUTO_DEVICE_SHARE = 0.5
 
 
 @dataclass
@@ -125,8 +125,9 @@ class OrchNeighborLoader(NeighborLoader):
     With ``prefetch=k`` a background thread samples, gathers and copies the
     next ``k`` batches while the current one trains; with ``device`` set,
     batches arrive on that device (copied on a side CUDA stream from
-    page-locked buffers), and ``feature_cache`` keeps the raw features of
-    the most often gathered vertices there. Use the loader as a context
+    page-locked buffers), and ``device_cache`` keeps the static hot
+    aggregates and the raw features of the most often gathered vertices
+    there. Use the loader as a context
     manager, or call :meth:`close`, to stop its threads early.
 
     Args:
@@ -151,8 +152,10 @@ class OrchNeighborLoader(NeighborLoader):
         prefetch: batches prepared ahead by a background thread (0: none).
         device: the device batches are delivered to (``None``: left on the
             CPU, as ``NeighborLoader`` does).
-        feature_cache: bytes of raw feature rows to keep on ``device``, or
-            ``"auto"``: half of the free GPU memory (nothing on a CPU).
+        device_cache: bytes of ``device`` memory for the device caches, or
+            ``"auto"``: half of the free GPU memory (nothing on a CPU). The
+            static hot aggregates go there first, when they fit, then the raw
+            feature rows of the vertices of highest out-degree.
         **kwargs: any other argument of
             :class:`~torch_geometric.loader.NeighborLoader` and of
             :class:`torch.utils.data.DataLoader` (``input_nodes``,
@@ -187,7 +190,7 @@ class OrchNeighborLoader(NeighborLoader):
         hot_fanout: int | None = None,
         prefetch: int = 0,
         device: torch.device | str | None = None,
-        feature_cache: int | str = 0,
+        device_cache: int | str = 0,
         **kwargs: Any,
     ) -> None:
         check_hot_ratio(hot_ratio, allow_auto=True)
@@ -220,7 +223,8 @@ class OrchNeighborLoader(NeighborLoader):
         self.stats = LoaderStats()
         self.hot: HotSet | None = None
         self.cache: HotCache | None = None
-        self.feature_cache = self._build_feature_cache(feature_cache)
+        budget = self._device_budget(device_cache)
+        self._hot_device_bytes = 0
         # Weak: dropping the iterator must close its threads.
         self._pipeline: weakref.ref[Pipeline] | None = None
         self._cache_mode = cache
@@ -239,6 +243,8 @@ class OrchNeighborLoader(NeighborLoader):
             raise ValueError(
                 f"cache={cache!r} needs hot vertices: set hot_ratio > 0 or hot"
             )
+        budget -= self._reserve_for_hot(budget)
+        self.feature_cache = self._build_feature_cache(budget)
 
     def _check_hot_support(self) -> None:
         sampler = self.node_sampler
@@ -282,6 +288,8 @@ class OrchNeighborLoader(NeighborLoader):
         self.cache = HotCache(sampler.colptr, sampler.row, self.features, hot.nodes)
         self.cache.mode = self._cache_mode or "static"
         self.cache.mode_chosen = self._cache_mode is not None
+        if 0 < hot.nodes.numel() * self._row_bytes() <= self._hot_device_bytes:
+            self.cache.device = self.device
         sampler.hot_mask = self.cache.mask
 
     def tune_hot_ratio(
@@ -346,7 +354,7 @@ class OrchNeighborLoader(NeighborLoader):
                 tick = time.perf_counter()
                 out = self.collate_fn(seeds)
                 batch = out if self.filter_per_worker else self.filter_fn(out)
-                if "hot_slot" in batch:
+                if values is not None:
                     batch.hot_agg = gather(values, batch.hot_slot)
                     del batch.hot_slot
                 if self.device is not None:
@@ -368,25 +376,50 @@ class OrchNeighborLoader(NeighborLoader):
             values = cache.embed(cache.snapshot(), self.hot_fanout, 0)
         return (time.perf_counter() - tick) / self.super_batch, values
 
-    def _build_feature_cache(self, budget: int | str) -> FeatureCache | None:
-        if budget == 0 or self.features is None:
-            return None
+    def _device_budget(self, budget: int | str) -> int:
+        if budget == 0:
+            return 0
         if self.device is None:
             raise ValueError(
-                "feature_cache keeps rows on the training device: also pass "
+                "device_cache keeps data on the training device: also pass "
                 "device=... (e.g. device='cuda')"
             )
         if budget == "auto":
             if self.device.type != "cuda":
-                return None
-            budget = int(torch.cuda.mem_get_info(self.device)[0] * _AUTO_FEATURE_SHARE)
+                return 0
+            return int(torch.cuda.mem_get_info(self.device)[0] * _AUTO_DEVICE_SHARE)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise ValueError(
-                f"feature_cache must be a number of bytes >= 0 or 'auto', got "
+                f"device_cache must be a number of bytes >= 0 or 'auto', got "
                 f"{budget!r}"
             )
-        row_bytes = self.features[0].numel() * self.features.element_size()
-        num_rows = min(budget // max(row_bytes, 1), self.features.size(0))
+        return budget
+
+    def _reserve_for_hot(self, budget: int) -> int:
+        # The static hot aggregates go to the device when they fit: then a
+        # batch's hot rows are gathered there, not copied. Returns the bytes
+        # reserved (for the largest candidate of hot_ratio="auto").
+        if self._cache_mode not in (None, "static") or self.features is None:
+            return 0
+        if self.hot_ratio == "auto":
+            rows = round(max(AUTO_RATIOS) * self.features.size(0))
+        else:
+            rows = self.cache.num_hot if self.cache is not None else 0
+        size = rows * self._row_bytes()
+        if size == 0 or size > budget:
+            return 0
+        self._hot_device_bytes = size
+        if self.cache is not None:
+            self.cache.device = self.device
+        return size
+
+    def _row_bytes(self) -> int:
+        return self.features[0].numel() * self.features.element_size()
+
+    def _build_feature_cache(self, budget: int) -> FeatureCache | None:
+        if self.features is None:
+            return None
+        num_rows = min(budget // max(self._row_bytes(), 1), self.features.size(0))
         if num_rows == 0:
             return None
         sampler = self.node_sampler
@@ -471,27 +504,18 @@ class OrchNeighborLoader(NeighborLoader):
         return batch, created
 
     def _to_device(self, batch: Data) -> Data:
-        if "x_cold" not in batch:
-            return batch.to(self.device, non_blocking=True)
-        cold_index, x_cold = batch.x_cold_index, batch.x_cold
-        cached_index, cached_slot = batch.x_cached_index, batch.x_cached_slot
-        for key in ("x_cold_index", "x_cold", "x_cached_index", "x_cached_slot"):
-            del batch[key]
+        # Copies, then completes on the device what the caches there hold.
         batch = batch.to(self.device, non_blocking=True)
-        x = torch.empty(
-            cold_index.numel() + cached_index.numel(),
-            x_cold.size(1),
-            dtype=x_cold.dtype,
-            device=self.device,
-        )
-        x[cold_index.to(self.device, non_blocking=True)] = x_cold.to(
-            self.device, non_blocking=True
-        )
-        values = self.feature_cache.values
-        x[cached_index.to(self.device, non_blocking=True)] = values[
-            cached_slot.to(self.device, non_blocking=True)
-        ]
-        batch.x = x
+        if "hot_slot" in batch:
+            batch.hot_agg = self.cache.device_values()[batch.hot_slot]
+            del batch.hot_slot
+        if "x_cold" in batch:
+            x = batch.x_cold.new_empty(batch.num_nodes, batch.x_cold.size(1))
+            x[batch.x_cold_index] = batch.x_cold
+            x[batch.x_cached_index] = self.feature_cache.values[batch.x_cached_slot]
+            for key in ("x_cold_index", "x_cold", "x_cached_index", "x_cached_slot"):
+                del batch[key]
+            batch.x = x
         return batch
 
     def close(self) -> None:
@@ -522,10 +546,11 @@ class OrchNeighborLoader(NeighborLoader):
             self._gather_features(batch)
         if self.cache is not None:
             frontier = batch.n_id[: frontier_size(batch.num_sampled_nodes)]
-            if self.cache.mode == "static":
+            if self.cache.mode == "static" and self.cache.device is None:
                 batch.hot_index, batch.hot_agg = self.cache.lookup(frontier)
             else:
-                # The values come from the refresher's buffer for this batch.
+                # The values come from the refresher's buffer for this batch,
+                # or from the device (see _to_device).
                 batch.hot_index, batch.hot_slot = self._find_hot(batch, frontier)
         # Bidirectional subgraphs have no per-hop counts: one "hop" then.
         nodes_per_hop = getattr(batch, "num_sampled_nodes", None) or [batch.num_nodes]

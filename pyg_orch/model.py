@@ -195,6 +195,8 @@ class OrchModel(torch.nn.Module):
             # Computed now, not during the first batch: before any worker
             # process is forked, and outside the training time.
             cache.values()
+            if cache.device is not None:
+                cache.device_values()
 
     def _bottom_snapshot(self) -> torch.nn.Module:
         # A CPU copy of the bottom conv's current weights, for the refresher

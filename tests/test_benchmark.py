@@ -62,3 +62,36 @@ def test_accuracy_benchmark_prints_a_row_per_model(capsys):
         ["| cora", "sage"],
         ["| cora", "gcn"],
     ]
+
+
+def test_pipeline_benchmark_prints_each_mode_with_and_without_prefetch(capsys):
+    argv = ["pipeline", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "3"]
+    assert main([*argv, "--warmup", "1", "--batch-size", "64"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith(("static", "resample"))]
+    assert [row.split()[:2] for row in rows] == [
+        ["static,", "prefetch=0"],
+        ["static,", "prefetch=2"],
+        ["resample,", "prefetch=0"],
+        ["resample,", "prefetch=2"],
+    ]
+    for row in rows:
+        milliseconds, cpu, train = map(float, row.split()[2:5])
+        assert milliseconds > 0 and cpu > 0 and train > 0
+        assert 0 <= float(row.split()[5].rstrip("%")) <= 100
+
+
+def test_gpu_benchmark_runs_on_the_cpu_too(capsys):
+    argv = ["gpu", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "3"]
+    argv += ["--warmup", "1", "--batch-size", "64", "--hidden-channels", "16"]
+    assert main([*argv, "--modes", "static", "--device-cache", "100000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith(("PyG", "pyg_orch"))]
+    assert [row.split("  ")[0] for row in rows] == [
+        "PyG NeighborLoader + GraphSAGE (trim_to_layer)",
+        "pyg_orch static",
+        "pyg_orch static, device caches",
+    ]
+    assert rows[0].split()[-3] == "1.00x"
+    assert int(rows[2].split()[-2].replace(",", "")) > 0  # feature rows cached
+    assert lines[-1].startswith("No GPU: this ran on the CPU")

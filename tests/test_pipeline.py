@@ -223,22 +223,33 @@ def test_prefetched_batches_equal_synchronous_ones_and_features_come_back(cora):
         loader = OrchNeighborLoader(
             cora, [5, 5], batch_size=256, shuffle=True, hot_ratio=0.1, **kwargs
         )
+        OrchModel(GraphSAGE(cora.num_features, 8, num_layers=2), loader)
         with loader:
-            return list(loader)
+            return loader, list(loader)
 
-    plain = batches(device="cpu")
-    for kwargs in ({"prefetch": 3}, {"prefetch": 2, "feature_cache": 400_000}):
-        for got, want in zip(batches(device="cpu", **kwargs), plain, strict=True):
+    _, plain = batches(device="cpu")
+    hot_bytes = 271 * cora.num_features * 4  # 10 % of 2,708 nodes
+    for kwargs, hot_on_device, feature_rows in [
+        ({"prefetch": 3}, False, 0),
+        ({"prefetch": 2, "device_cache": 400_000}, False, 69),
+        ({"prefetch": 2, "device_cache": hot_bytes + 400_000}, True, 69),
+    ]:
+        loader, got_batches = batches(device="cpu", **kwargs)
+        assert (loader.cache.device is not None) == hot_on_device
+        rows = loader.feature_cache.num_rows if loader.feature_cache else 0
+        assert rows == feature_rows
+        for got, want in zip(got_batches, plain, strict=True):
             assert torch.equal(got.n_id, want.n_id)
             assert torch.equal(got.x, cora.x[got.n_id])
+            assert torch.equal(got.hot_index, want.hot_index)
             assert torch.equal(got.hot_agg, want.hot_agg)
-            assert "x_cold" not in got and "x_cached_slot" not in got
+            assert not any(key in got for key in ("x_cold", "hot_slot"))
 
 
 def test_feature_cache_holds_the_highest_out_degree_rows(cora):
     row_bytes = cora.num_features * 4
     loader = OrchNeighborLoader(
-        cora, [5], batch_size=64, device="cpu", feature_cache=100 * row_bytes + 3
+        cora, [5], batch_size=64, device="cpu", device_cache=100 * row_bytes + 3
     )
     cache = loader.feature_cache
     assert cache.num_rows == 100
@@ -330,8 +341,8 @@ def test_no_thread_is_left_running(cora, stop):
         ({"super_batch": 4, "staleness": 2}, "staleness must be at least"),
         ({"prefetch": -1}, "prefetch must be an int >= 0"),
         ({"hot_fanout": 0}, "hot_fanout must be >= 1 or -1"),
-        ({"feature_cache": 1000}, "also pass device"),
-        ({"device": "cpu", "feature_cache": -5}, "feature_cache must be"),
+        ({"device_cache": 1000}, "also pass device"),
+        ({"device": "cpu", "device_cache": -5}, "device_cache must be"),
         ({"hot_ratio": 0.0, "cache": "resample"}, "needs hot vertices"),
     ],
 )

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyg_orch.benchmark import accuracy, aggregate, epoch, sampler
+from pyg_orch.benchmark import accuracy, aggregate, epoch, gpu, pipeline, sampler
 
 BENCHMARKS = {
     "sampler": sampler,
     "aggregate": aggregate,
     "epoch": epoch,
     "accuracy": accuracy,
+    "pipeline": pipeline,
+    "gpu": gpu,
 }
 
 

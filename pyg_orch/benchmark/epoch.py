@@ -61,8 +61,8 @@ class Measurement:
         return self.sample_ms + self.gather_ms + self.train_ms
 
 
-def _loader_arguments(data: Data, args: argparse.Namespace) -> dict:
-    # What the baseline and pyg_orch share: same seeds, fan-outs and batches.
+def loader_arguments(data: Data, args: argparse.Namespace) -> dict:
+    """What the baseline and pyg_orch share: seeds, fan-outs and batches."""
     return {
         "num_neighbors": args.num_neighbors,
         "input_nodes": data.train_mask,
@@ -71,13 +71,17 @@ def _loader_arguments(data: Data, args: argparse.Namespace) -> dict:
     }
 
 
-def _baseline(data: Data, args: argparse.Namespace):
+def baseline(data: Data, args: argparse.Namespace):
+    """PyG's ``NeighborLoader`` and ``GraphSAGE`` with ``trim_to_layer``.
+
+    Returns the loader, the model and the forward function of a batch.
+    """
     # PyG cannot sample here without pyg-lib or torch-sparse: hand it ours.
     sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
     loader = NeighborLoader(
-        data, neighbor_sampler=sampler, **_loader_arguments(data, args)
+        data, neighbor_sampler=sampler, **loader_arguments(data, args)
     )
-    model = _graph_sage(data, args)
+    model = graph_sage(data, args)
 
     def forward(batch: Data) -> torch.Tensor:
         return model(
@@ -93,13 +97,14 @@ def _baseline(data: Data, args: argparse.Namespace):
 def _orch(data: Data, args: argparse.Namespace, hot_ratio: float):
     loader = OrchNeighborLoader(
         data, hot_ratio=hot_ratio, hot_method=args.hot_method,
-        **_loader_arguments(data, args),
+        **loader_arguments(data, args),
     )  # fmt: skip
-    model = OrchModel(_graph_sage(data, args), loader)
+    model = OrchModel(graph_sage(data, args), loader)
     return loader, model, model
 
 
-def _graph_sage(data: Data, args: argparse.Namespace) -> GraphSAGE:
+def graph_sage(data: Data, args: argparse.Namespace) -> GraphSAGE:
+    """The benchmarks' GraphSAGE: one layer per fan-out, ``args.hidden_channels``."""
     return GraphSAGE(
         data.num_features,
         args.hidden_channels,
@@ -119,7 +124,7 @@ def _measure(
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     if hot_ratio is None:
-        loader, model, forward = _baseline(data, args)
+        loader, model, forward = baseline(data, args)
     else:
         loader, model, forward = _orch(data, args, hot_ratio)
     setup_s = time.perf_counter() - start

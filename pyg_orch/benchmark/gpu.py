@@ -1,0 +1,166 @@
+"""Seconds per epoch on a GPU: PyG's baseline and pyg_orch's three cache modes,
+with and without the device caches, and how busy the device was."""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch_geometric.data import Data
+
+from pyg_orch.benchmark.epoch import BASELINE, baseline, graph_sage, loader_arguments
+from pyg_orch.benchmark.graph import benchmark_graph
+from pyg_orch.benchmark.training import EpochTiming, timed_epoch
+from pyg_orch.loader import OrchNeighborLoader
+from pyg_orch.model import OrchModel
+
+MODES = ("static", "resample", "embedding")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this benchmark's options to ``parser``."""
+    parser.add_argument("--num-nodes", type=int, default=1_000_000)
+    parser.add_argument("--avg-degree", type=float, default=20.0)
+    parser.add_argument("--num-features", type=int, default=100)
+    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--hidden-channels", type=int, default=256)
+    parser.add_argument("--hot-ratio", type=float, default=0.2)
+    parser.add_argument("--prefetch", type=int, default=4)
+    parser.add_argument("--super-batch", type=int, default=8)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--device-cache",
+        default="auto",
+        help="bytes for the device caches, or 'auto' (half the free GPU memory)",
+    )
+    parser.add_argument(
+        "--device", default=None, help="default: cuda if available, else cpu"
+    )
+    parser.add_argument(
+        "--batches", type=int, default=None, help="cap per epoch (default: all)"
+    )
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+@dataclass
+class Row:
+    """One configuration's epoch."""
+
+    name: str
+    timing: EpochTiming
+    setup_s: float
+    cached_rows: int
+
+
+def _device(args: argparse.Namespace) -> torch.device:
+    if args.device is not None:
+        return torch.device(args.device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _budget(value: str) -> int | str:
+    return value if value == "auto" else int(value)
+
+
+def _setup(data: Data, hot: torch.Tensor, mode: str | None, cached: bool, args):
+    # The loader, the model and its forward function of one configuration.
+    if mode is None:
+        loader, model, forward = baseline(data, args)
+        return loader, model.to(_device(args)), forward
+    loader = OrchNeighborLoader(
+        data,
+        hot=hot,
+        cache=mode,
+        super_batch=args.super_batch,
+        prefetch=args.prefetch,
+        device=_device(args),
+        device_cache=_budget(args.device_cache) if cached else 0,
+        **loader_arguments(data, args),
+    )
+    model = OrchModel(graph_sage(data, args).to(_device(args)), loader)
+    return loader, model, model
+
+
+def _measure(
+    name: str, mode: str | None, cached: bool, path: str, args: argparse.Namespace
+) -> Row:
+    stored = torch.load(path)
+    hot, data = stored.pop("hot"), Data(**stored)
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+    loader, model, forward = _setup(data, hot, mode, cached, args)
+    setup_s = time.perf_counter() - start
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    device = _device(args)
+    timed_epoch(loader, forward, optimizer, device, max_batches=args.warmup)
+    timing = timed_epoch(loader, forward, optimizer, device, args.batches)
+    features = getattr(loader, "feature_cache", None)
+    return Row(name, timing, setup_s, features.num_rows if features else 0)
+
+
+def _in_child(name: str, mode, cached: bool, path: str, args) -> Row:
+    # A fresh process per configuration: its own device memory and caches.
+    # Spawned, not forked: CUDA and OpenMP do not survive a fork.
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_measure, (name, mode, cached, path, args))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Trains one epoch per configuration and prints the table."""
+    device = _device(args)
+    data, description = benchmark_graph(args)
+    torch.manual_seed(args.seed)
+    hot = OrchNeighborLoader(
+        data, hot_ratio=args.hot_ratio, **loader_arguments(data, args)
+    ).hot.nodes
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(
+        f"{description}; fan-outs {args.num_neighbors}, batch {args.batch_size}, "
+        f"GraphSAGE hidden {args.hidden_channels}; hot_ratio {args.hot_ratio:g}, "
+        f"prefetch {args.prefetch}, super-batch {args.super_batch}; device "
+        f"{name}; one epoch after {args.warmup} warm-up batches",
+        flush=True,
+    )
+    configurations = [(BASELINE, None, False)] + [
+        (f"pyg_orch {mode}{', device caches' if cached else ''}", mode, cached)
+        for mode in args.modes
+        for cached in (False, True)
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        path = str(Path(folder) / "graph.pt")
+        torch.save({**data.to_dict(), "hot": hot}, path)
+        del data
+        rows = []
+        for configuration in configurations:
+            rows.append(_in_child(*configuration, path, args))
+            _print_row(rows[-1], rows[0], header=len(rows) == 1)
+    print(
+        "epoch s: wall time of the epoch; speed-up: the baseline's over this "
+        "row's; busy: training-step (device) time over wall time; cached rows: "
+        "feature rows in the device cache."
+    )
+    if device.type != "cuda":
+        print("No GPU: this ran on the CPU, so the GPU goals do not apply.")
+
+
+def _print_row(row: Row, reference: Row, header: bool) -> None:
+    if header:
+        print(
+            f"{'configuration':<48}{'epoch s':>9}{'ms/batch':>9}{'busy':>7}"
+            f"{'speed-up':>9}{'cached rows':>12}{'setup s':>8}"
+        )
+    timing = row.timing
+    print(
+        f"{row.name:<48}{timing.wall_seconds:>9.2f}{timing.ms_per_batch:>9.1f}"
+        f"{timing.busy:>7.0%}"
+        f"{reference.timing.wall_seconds / timing.wall_seconds:>8.2f}x"
+        f"{row.cached_rows:>12,}{row.setup_s:>8.1f}",
+        flush=True,
+    )

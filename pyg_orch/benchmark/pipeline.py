@@ -1,0 +1,99 @@
+"""Milliseconds per batch with and without prefetching, and the overlap achieved."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch_geometric.data import Data
+
+from pyg_orch.benchmark.epoch import graph_sage, loader_arguments
+from pyg_orch.benchmark.graph import benchmark_graph
+from pyg_orch.benchmark.training import EpochTiming, timed_epoch
+from pyg_orch.hotness import HotSet
+from pyg_orch.loader import OrchNeighborLoader
+from pyg_orch.model import OrchModel
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds this benchmark's options to ``parser``."""
+    parser.add_argument("--num-nodes", type=int, default=1_000_000)
+    parser.add_argument("--avg-degree", type=float, default=20.0)
+    parser.add_argument("--num-features", type=int, default=100)
+    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--hidden-channels", type=int, default=256)
+    parser.add_argument("--hot-ratio", type=float, default=0.2)
+    parser.add_argument(
+        "--caches", nargs="+", default=["static", "resample"], help="cache modes"
+    )
+    parser.add_argument("--prefetch", type=int, default=2, help="batches ahead")
+    parser.add_argument("--batches", type=int, default=20, help="timed batches")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def _measure(
+    data: Data, hot: HotSet | None, cache: str, prefetch: int, args: argparse.Namespace
+) -> EpochTiming:
+    torch.manual_seed(args.seed)
+    loader = OrchNeighborLoader(
+        data,
+        hot=hot,
+        cache=cache if hot is not None else None,
+        prefetch=prefetch,
+        **loader_arguments(data, args),
+    )
+    model = OrchModel(graph_sage(data, args), loader)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    cpu = torch.device("cpu")
+    timed_epoch(loader, model, optimizer, cpu, max_batches=args.warmup)
+    loader.stats.reset()
+
+    def cpu_seconds() -> float:
+        # Sampling and gathering, in whichever thread ran them.
+        return sum(b.sample_seconds + b.gather_seconds for b in loader.stats.batches)
+
+    return timed_epoch(loader, model, optimizer, cpu, args.batches, cpu_seconds)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Trains each configuration for a few batches and prints the table."""
+    data, description = benchmark_graph(args)
+    print(
+        f"{description}; fan-outs {args.num_neighbors}, batch {args.batch_size}, "
+        f"GraphSAGE hidden {args.hidden_channels}, hot_ratio {args.hot_ratio:g}; "
+        f"{args.batches} batches after {args.warmup} warm-up; "
+        f"{torch.get_num_threads()} threads",
+        flush=True,
+    )
+    hot = None
+    if args.hot_ratio > 0:
+        torch.manual_seed(args.seed)
+        loader = OrchNeighborLoader(
+            data, hot_ratio=args.hot_ratio, **loader_arguments(data, args)
+        )
+        hot = loader.hot
+    print(
+        f"{'configuration':<34}{'ms/batch':>9}{'cpu ms':>8}{'train ms':>9}"
+        f"{'overlap':>8}{'speed-up':>9}"
+    )
+    for cache in args.caches if hot is not None else ["static"]:
+        without = None
+        for prefetch in (0, args.prefetch):
+            timing = _measure(data, hot, cache, prefetch, args)
+            without = without or timing
+            name = f"{cache}, prefetch={prefetch}"
+            print(
+                f"{name:<34}{timing.ms_per_batch:>9.1f}"
+                f"{1000 * timing.cpu_seconds / timing.batches:>8.1f}"
+                f"{1000 * timing.train_seconds / timing.batches:>9.1f}"
+                f"{timing.overlap:>8.0%}"
+                f"{without.ms_per_batch / timing.ms_per_batch:>8.2f}x",
+                flush=True,
+            )
+    print(
+        "cpu ms: sampling and gathering per batch (in the producer thread with "
+        "prefetch); overlap: share of the shorter of cpu and train work hidden "
+        "under the other; speed-up: prefetch=0's ms/batch over this row's."
+    )

@@ -284,8 +284,12 @@ class Pipeline(Iterator):
             self.close()
             raise
         if event is not None:
-            # The copy ran on the side stream: train only after it is done.
-            torch.cuda.current_stream(event.device).wait_event(event)
+            # The copy ran on the side stream: train only after it is done,
+            # and keep the allocator from reusing its memory before training
+            # on the current stream is done with it.
+            stream = torch.cuda.current_stream(event.device)
+            stream.wait_event(event)
+            _record_stream(batch, stream)
         if hot_created is not None:
             self._check_staleness(step, hot_created)
         self.stats.steps += 1
@@ -327,7 +331,7 @@ class Pipeline(Iterator):
         self._stop.set()
         if self.refresher is not None:
             self.refresher.close()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             while self._thread.is_alive():
                 _drain(self._queue)
                 self._thread.join(timeout=_POLL_SECONDS)
@@ -374,6 +378,15 @@ def _produce_all(
                 continue
         if isinstance(item, _Failure):
             return
+
+
+def _record_stream(batch: Any, stream: Any) -> None:
+    """Marks every CUDA tensor of ``batch`` (a tensor or a PyG batch) as used on
+    ``stream``."""
+    if isinstance(batch, Tensor):
+        batch.record_stream(stream)
+    elif hasattr(batch, "apply_"):
+        batch.apply_(lambda tensor: tensor.record_stream(stream) or tensor)
 
 
 def _drain(items: queue.Queue) -> None:

@@ -1,5 +1,6 @@
 """The pipeline: prefetching, the hot refresher's staleness bound, failures."""
 
+import dataclasses
 import gc
 import random
 import threading
@@ -365,3 +366,21 @@ def test_resample_mode_rejects_gcn(cora):
     )
     with pytest.raises(NotImplementedError, match="cache='static'"):
         OrchModel(GCN(cora.num_features, 8, num_layers=2), loader)
+
+
+def test_gat_in_embedding_mode_trains_as_well_as_plain_gat_on_cora(cora):
+    from pyg_orch.train import TrainConfig, train
+
+    def mean_accuracy(hot_ratio: float) -> float:
+        config = TrainConfig(model="gat", hot_ratio=hot_ratio)
+        runs = [
+            train(dataclasses.replace(config, seed=seed), False, cora).test_acc
+            for seed in range(3)
+        ]
+        return sum(runs) / len(runs)
+
+    plain = mean_accuracy(0.0)
+    with pytest.warns(UserWarning, match="embedding"):
+        embedded = mean_accuracy(0.2)
+    assert plain > 0.75
+    assert embedded >= plain - 0.015

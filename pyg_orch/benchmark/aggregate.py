@@ -13,7 +13,7 @@ from numba import njit, prange
 from torch import Tensor
 from torch_geometric.sampler.utils import to_csc
 
-from pyg_orch.benchmark.graph import benchmark_graph
+from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
 from pyg_orch.benchmark.timing import median_ms, time_calls
 from pyg_orch.kernels.aggregate import AGGREGATIONS, aggregate, gcn_inverse_sqrt_degree
 
@@ -22,16 +22,13 @@ _BYTES_PER_FLOAT = 4
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this benchmark's options to ``parser``."""
-    parser.add_argument("--num-nodes", type=int, default=1_000_000)
-    parser.add_argument("--avg-degree", type=float, default=20.0)
-    parser.add_argument("--num-features", type=int, default=100)
+    add_graph_arguments(parser)
     parser.add_argument(
         "--hot-ratio", type=float, default=0.2, help="top fraction by in-degree"
     )
     parser.add_argument("--kind", choices=sorted(AGGREGATIONS), default="mean")
     parser.add_argument("--repeats", type=int, default=7, help="timed calls per way")
     parser.add_argument("--copy-gb", type=float, default=1.0, help="copy test size")
-    parser.add_argument("--seed", type=int, default=0)
 
 
 @njit(parallel=True, cache=True, nogil=True)

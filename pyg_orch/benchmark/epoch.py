@@ -18,7 +18,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GraphSAGE
 
-from pyg_orch.benchmark.graph import benchmark_graph
+from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
 from pyg_orch.sampling import OrchNeighborSampler
@@ -28,17 +28,19 @@ BASELINE = "PyG NeighborLoader + GraphSAGE (trim_to_layer)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this benchmark's options to ``parser``."""
-    parser.add_argument("--num-nodes", type=int, default=1_000_000)
-    parser.add_argument("--avg-degree", type=float, default=20.0)
-    parser.add_argument("--num-features", type=int, default=100)
-    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--hidden-channels", type=int, default=256)
+    add_graph_arguments(parser)
+    add_training_arguments(parser)
     parser.add_argument("--hot-ratios", type=float, nargs="+", default=[0.0, 0.1, 0.2])
     parser.add_argument("--hot-method", default="presample")
     parser.add_argument("--batches", type=int, default=20, help="timed batches")
+
+
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the training options the epoch, pipeline and gpu benchmarks share."""
+    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--hidden-channels", type=int, default=256)
     parser.add_argument("--warmup", type=int, default=3, help="untimed batches")
-    parser.add_argument("--seed", type=int, default=0)
 
 
 @dataclass

@@ -13,8 +13,14 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from pyg_orch.benchmark.epoch import BASELINE, baseline, graph_sage, loader_arguments
-from pyg_orch.benchmark.graph import benchmark_graph
+from pyg_orch.benchmark.epoch import (
+    BASELINE,
+    add_training_arguments,
+    baseline,
+    graph_sage,
+    loader_arguments,
+)
+from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
 from pyg_orch.benchmark.training import EpochTiming, timed_epoch
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
@@ -24,12 +30,8 @@ MODES = ("static", "resample", "embedding")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this benchmark's options to ``parser``."""
-    parser.add_argument("--num-nodes", type=int, default=1_000_000)
-    parser.add_argument("--avg-degree", type=float, default=20.0)
-    parser.add_argument("--num-features", type=int, default=100)
-    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--hidden-channels", type=int, default=256)
+    add_graph_arguments(parser)
+    add_training_arguments(parser)
     parser.add_argument("--hot-ratio", type=float, default=0.2)
     parser.add_argument("--prefetch", type=int, default=4)
     parser.add_argument("--super-batch", type=int, default=8)
@@ -45,8 +47,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batches", type=int, default=None, help="cap per epoch (default: all)"
     )
-    parser.add_argument("--warmup", type=int, default=3, help="untimed batches")
-    parser.add_argument("--seed", type=int, default=0)
 
 
 @dataclass

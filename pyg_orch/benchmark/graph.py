@@ -10,6 +10,23 @@ from torch_geometric.data import Data
 from pyg_orch.datasets import power_law_graph
 
 
+def add_graph_arguments(
+    parser: argparse.ArgumentParser, num_nodes: int = 1_000_000, num_features: int = 100
+) -> None:
+    """Adds the graph's options (and ``--seed``) to a benchmark's ``parser``.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_graph_arguments(parser)
+        >>> parser.parse_args([]).avg_degree
+        20.0
+    """
+    parser.add_argument("--num-nodes", type=int, default=num_nodes)
+    parser.add_argument("--avg-degree", type=float, default=20.0)
+    parser.add_argument("--num-features", type=int, default=num_features)
+    parser.add_argument("--seed", type=int, default=0)
+
+
 def benchmark_graph(args: argparse.Namespace) -> tuple[Data, str]:
     """The power-law graph of ``args`` and a line that describes it.
 

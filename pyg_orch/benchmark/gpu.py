@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> None:
         f"{description}; fan-outs {args.num_neighbors}, batch {args.batch_size}, "
         f"GraphSAGE hidden {args.hidden_channels}; hot_ratio {args.hot_ratio:g}, "
         f"prefetch {args.prefetch}, super-batch {args.super_batch}; device "
-        f"{name}; one epoch after {args.warmup} warm-up batches",
+        f"{name}; {'one epoch' if args.batches is None else f'{args.batches} batches'}"
+        f" after {args.warmup} warm-up batches",
         flush=True,
     )
     configurations = [(BASELINE, None, False)] + [
@@ -142,9 +143,9 @@ def run(args: argparse.Namespace) -> None:
             rows.append(_in_child(*configuration, path, args))
             _print_row(rows[-1], rows[0], header=len(rows) == 1)
     print(
-        "epoch s: wall time of the epoch; speed-up: the baseline's over this "
-        "row's; busy: training-step (device) time over wall time; cached rows: "
-        "feature rows in the device cache."
+        "epoch s: wall time of the epoch (or of --batches batches); speed-up: "
+        "the baseline's over this row's; busy: training-step (device) time over "
+        "wall time; cached rows: feature rows in the device cache."
     )
     if device.type != "cuda":
         print("No GPU: this ran on the CPU, so the GPU goals do not apply.")

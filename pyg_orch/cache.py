@@ -12,6 +12,7 @@ from pyg_orch.kernels import aggregate as kernels
 from pyg_orch.kernels.sample import sample_layers
 from pyg_orch.sampling import node_map
 
+#: The aggregations the cache computes.
 AGGREGATIONS = ("mean", "sum", "max", "gcn")
 # How the hot values are made: once and exact, re-sampled per super-batch, or
 # the bottom layer's output from a weight snapshot.
@@ -75,7 +76,8 @@ class HotCache:
         """The aggregates of every hot vertex, in ``hot_nodes`` order.
 
         Args:
-            kind: one of :data:`AGGREGATIONS`; the cache's ``kind`` if ``None``.
+            kind: one of :data:`~pyg_orch.cache.AGGREGATIONS`; the cache's
+                ``kind`` if ``None``.
 
         Returns:
             ``float32[num_hot, F]``, computed on first request.
@@ -88,7 +90,7 @@ class HotCache:
         return self._values[kind]
 
     def device_values(self) -> Tensor:
-        """The cache's ``kind`` values on :attr:`device` (copied on first use)."""
+        """The cache's ``kind`` values on its ``device`` (copied on first use)."""
         if self.kind not in self._device_values:
             self._device_values[self.kind] = self.values().to(self.device)
         return self._device_values[self.kind]

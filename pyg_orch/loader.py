@@ -306,7 +306,7 @@ class OrchNeighborLoader(NeighborLoader):
         refresh) and the device side (a forward and backward pass, no update)
         on the same ``batches`` batches after a warm-up one, and keeps the
         choice of :func:`~pyg_orch.hotness.choose_hot_ratio`. Called by
-        :class:`~pyg_orch.OrchModel`; the result is kept in :attr:`tuning`.
+        :class:`~pyg_orch.OrchModel`; the result is kept in ``loader.tuning``.
 
         Args:
             serve: ``serve(loader)`` prepares the cache for the model (what

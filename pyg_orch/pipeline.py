@@ -15,8 +15,8 @@ to hold, and the consumer checks it on every batch: it blocks rather than use
 older values.
 
 Failures: an exception in a thread is raised in the training loop at the next
-batch. :meth:`Pipeline.close` (also on garbage collection) stops and joins every
-thread.
+batch. :meth:`~pyg_orch.Pipeline.close` (also on garbage collection) stops and
+joins every thread.
 """
 
 from __future__ import annotations

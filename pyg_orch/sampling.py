@@ -1,4 +1,4 @@
-"""A Numba neighbour sampler that plugs into PyG's :class:`NeighborSampler`."""
+"""A Numba neighbour sampler that plugs into PyG's ``NeighborSampler``."""
 
 from __future__ import annotations
 

@@ -95,3 +95,13 @@ def test_gpu_benchmark_runs_on_the_cpu_too(capsys):
     assert rows[0].split()[-3] == "1.00x"
     assert int(rows[2].split()[-2].replace(",", "")) > 0  # feature rows cached
     assert lines[-1].startswith("No GPU: this ran on the CPU")
+
+
+def test_save_writes_the_table_with_its_command_and_a_chart(tmp_path, capsys):
+    argv = ["aggregate", "--num-nodes", "3000", "--repeats", "2", "--copy-gb", "0.01"]
+    assert main([*argv, "--save", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    saved = (tmp_path / "aggregate.txt").read_text()
+    assert saved.splitlines()[0] == "$ python -m pyg_orch.benchmark " + " ".join(argv)
+    assert saved.split("\n", 1)[1] == printed
+    assert (tmp_path / "aggregate.png").read_bytes()[:4] == b"\x89PNG"

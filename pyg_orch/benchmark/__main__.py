@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shlex
 import sys
+from pathlib import Path
+from typing import TextIO
 
 from pyg_orch.benchmark import accuracy, aggregate, epoch, gpu, pipeline, sampler
 
@@ -35,10 +39,45 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="benchmark", required=True)
     for name, module in BENCHMARKS.items():
-        module.add_arguments(commands.add_parser(name, help=module.__doc__))
+        command = commands.add_parser(name, help=module.__doc__)
+        module.add_arguments(command)
+        command.add_argument(
+            "--save",
+            type=Path,
+            default=None,
+            help="also write the table (NAME.txt) and its chart (NAME.png) here",
+        )
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    BENCHMARKS[args.benchmark].run(args)
+    if args.save is None:
+        BENCHMARKS[args.benchmark].run(args)
+        return 0
+    args.save.mkdir(parents=True, exist_ok=True)
+    at = argv.index("--save")
+    shown = argv[:at] + argv[at + 2 :]
+    with (args.save / f"{args.benchmark}.txt").open("w") as table:
+        print(f"$ python -m pyg_orch.benchmark {shlex.join(shown)}", file=table)
+        with contextlib.redirect_stdout(_Tee(sys.stdout, table)):
+            chart = BENCHMARKS[args.benchmark].run(args)
+    if chart is not None:
+        chart.save(args.save / f"{args.benchmark}.png")
     return 0
+
+
+class _Tee:
+    """Writes to two streams: the terminal and the saved table."""
+
+    def __init__(self, *streams: TextIO) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
 
 
 if __name__ == "__main__":

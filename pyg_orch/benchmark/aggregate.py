@@ -14,6 +14,7 @@ from torch import Tensor
 from torch_geometric.sampler.utils import to_csc
 
 from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
+from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.timing import median_ms, time_calls
 from pyg_orch.kernels.aggregate import AGGREGATIONS, aggregate, gcn_inverse_sqrt_degree
 
@@ -124,7 +125,7 @@ def _sparse_way(
     return lambda: torch.sparse.mm(matrix, x)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> BarChart:
     """Builds the graph, times each way of aggregating and prints the table."""
     data, description = benchmark_graph(args)
     colptr, row, _ = to_csc(data, device="cpu")
@@ -147,7 +148,13 @@ def run(args: argparse.Namespace) -> None:
         f"({num_edges:,} + {num_hot:,}) x {x.size(1)} x 4 B = {moved / 1e9:.2f} GB "
         f"(one row read per in-edge, one row write per hot node)"
     )
-    _print_table(ways, moved, args)
+    milliseconds = _print_table(ways, moved, args)
+    return BarChart(
+        f"hot aggregation ({args.kind}), {args.num_nodes:,} nodes",
+        list(milliseconds),
+        {"ms": list(milliseconds.values())},
+        "ms per call (median)",
+    )
 
 
 def _ways(
@@ -181,8 +188,11 @@ def _ways(
 
 def _print_table(
     ways: dict[str, Callable[[], Tensor]], moved: int, args: argparse.Namespace
-) -> None:
-    """Times every way, checks they agree, prints their rows and the copy rows."""
+) -> dict[str, float]:
+    """Times every way, checks they agree, prints their rows and the copy rows.
+
+    Returns the median milliseconds of each way.
+    """
     results, milliseconds = {}, {}
     for name, call in ways.items():
         results[name] = call().clone()  # also the warm-up call
@@ -212,3 +222,4 @@ def _print_table(
         print("torch.sparse.mm: no max reduction, so not measured.")
     else:
         print("torch.sparse.mm: CSR matrix of the hot rows built once, outside timing.")
+    return milliseconds

@@ -19,6 +19,7 @@ from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GraphSAGE
 
 from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
+from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
 from pyg_orch.sampling import OrchNeighborSampler
@@ -177,7 +178,7 @@ def _in_child(
         return pool.apply(_measure, (name, hot_ratio, graph_path, args))
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> BarChart:
     """Builds the graph, measures each configuration and prints the table."""
     data, description = benchmark_graph(args)
     print(
@@ -197,6 +198,16 @@ def run(args: argparse.Namespace) -> None:
             _in_child(name, ratio, graph_path, args) for name, ratio in configurations
         ]
     _print_table(results)
+    return BarChart(
+        "milliseconds per batch (median)",
+        [r.name for r in results],
+        {
+            "sample": [r.sample_ms for r in results],
+            "gather": [r.gather_ms for r in results],
+            "train": [r.train_ms for r in results],
+        },
+        "ms per batch",
+    )
 
 
 def _print_table(results: list[Measurement]) -> None:

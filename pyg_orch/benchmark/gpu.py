@@ -21,6 +21,7 @@ from pyg_orch.benchmark.epoch import (
     loader_arguments,
 )
 from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
+from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.training import EpochTiming, timed_epoch
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
@@ -112,7 +113,7 @@ def _in_child(name: str, mode, cached: bool, path: str, args) -> Row:
         return pool.apply(_measure, (name, mode, cached, path, args))
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> BarChart:
     """Trains one epoch per configuration and prints the table."""
     device = _device(args)
     data, description = benchmark_graph(args)
@@ -149,6 +150,12 @@ def run(args: argparse.Namespace) -> None:
     )
     if device.type != "cuda":
         print("No GPU: this ran on the CPU, so the GPU goals do not apply.")
+    return BarChart(
+        f"seconds per epoch ({name})",
+        [row.name for row in rows],
+        {"epoch s": [row.timing.wall_seconds for row in rows]},
+        "s",
+    )
 
 
 def _print_row(row: Row, reference: Row, header: bool) -> None:

@@ -13,6 +13,7 @@ from pyg_orch.benchmark.epoch import (
     loader_arguments,
 )
 from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
+from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.training import EpochTiming, timed_epoch
 from pyg_orch.hotness import HotSet
 from pyg_orch.loader import OrchNeighborLoader
@@ -55,7 +56,7 @@ def _measure(
     return timed_epoch(loader, model, optimizer, cpu, args.batches, cpu_seconds)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> BarChart:
     """Trains each configuration for a few batches and prints the table."""
     data, description = benchmark_graph(args)
     print(
@@ -76,12 +77,15 @@ def run(args: argparse.Namespace) -> None:
         f"{'configuration':<34}{'ms/batch':>9}{'cpu ms':>8}{'train ms':>9}"
         f"{'overlap':>8}{'speed-up':>9}"
     )
+    chart = BarChart("milliseconds per batch", [], {"ms per batch": []}, "ms")
     for cache in args.caches if hot is not None else ["static"]:
         without = None
         for prefetch in (0, args.prefetch):
             timing = _measure(data, hot, cache, prefetch, args)
             without = without or timing
             name = f"{cache}, prefetch={prefetch}"
+            chart.labels.append(name)
+            chart.series["ms per batch"].append(timing.ms_per_batch)
             print(
                 f"{name:<34}{timing.ms_per_batch:>9.1f}"
                 f"{1000 * timing.cpu_seconds / timing.batches:>8.1f}"
@@ -95,3 +99,4 @@ def run(args: argparse.Namespace) -> None:
         "prefetch); overlap: share of the shorter of cpu and train work hidden "
         "under the other; speed-up: prefetch=0's ms/batch over this row's."
     )
+    return chart

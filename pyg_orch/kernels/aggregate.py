@@ -37,7 +37,7 @@ from numba.extending import intrinsic
 
 __all__ = ["AGGREGATIONS", "aggregate", "gather_rows", "gcn_inverse_sqrt_degree"]
 
-# Public kind names and the codes the kernel branches on (once per node).
+#: Public kind names and the codes the kernel branches on (once per node).
 AGGREGATIONS: dict[str, int] = {"sum": 0, "mean": 1, "max": 2, "gcn": 3}
 _SUM, _MEAN, _MAX, _GCN = (AGGREGATIONS[k] for k in ("sum", "mean", "max", "gcn"))
 
@@ -295,8 +295,8 @@ def aggregate(
         x: float32 ``[N, F]`` node features, C-contiguous.
         nodes: int64 or int32 ``[M]`` nodes to aggregate for, any order,
             repeats allowed.
-        kind: one of :data:`AGGREGATIONS`: ``"sum"``, ``"mean"``, ``"max"``,
-            ``"gcn"``.
+        kind: one of :data:`~pyg_orch.kernels.aggregate.AGGREGATIONS`:
+            ``"sum"``, ``"mean"``, ``"max"``, ``"gcn"``.
         out: float32 ``[M, F]`` C-contiguous buffer to write into (e.g. a
             pinned tensor's ``.numpy()``).
         gcn_norm: :func:`gcn_inverse_sqrt_degree` of the graph, for ``"gcn"``;

@@ -351,7 +351,17 @@ def _ogb_name(name: str, root: Path) -> str:
     return name
 
 
-def _pyg_pickle_classes() -> list[type]:
+def pyg_pickle_classes() -> list[type]:
+    """The PyG classes OGB's processed files pickle.
+
+    With torch >= 2.6, ``torch.load`` (which ``PygNodePropPredDataset`` calls)
+    only unpickles allowlisted classes; wrap the dataset in
+    ``torch.serialization.safe_globals(pyg_pickle_classes())``.
+
+    Example:
+        >>> "GlobalStorage" in [cls.__name__ for cls in pyg_pickle_classes()]
+        True
+    """
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import EdgeStorage, GlobalStorage, NodeStorage
 
@@ -402,7 +412,7 @@ def load_ogb(name: str, root: PathLike | None = None) -> Data:
     name = _ogb_name(name, root)
     # ogb 1.3.6 calls torch.load() with torch>=2.6's weights_only default, which
     # refuses PyG's own storage classes unless they are allowlisted.
-    with torch.serialization.safe_globals(_pyg_pickle_classes()):
+    with torch.serialization.safe_globals(pyg_pickle_classes()):
         dataset = PygNodePropPredDataset(name=name, root=str(root))
         data = dataset[0]
         split = dataset.get_idx_split()

@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
+from ogb_layouts import OGB_NODES, tiny_arxiv
 from torch import Tensor
 from torch_geometric.data import Data
 
@@ -414,50 +414,6 @@ def test_power_law_invalid(kwargs):
 # OGB
 # --------------------------------------------------------------------------
 
-OGB_NODES = 30
-
-
-def _write_csv_gz(path: Path, values) -> None:
-    pd.DataFrame(np.asarray(values)).to_csv(
-        path, header=False, index=False, compression="gzip"
-    )
-
-
-def _tiny_arxiv(root: Path) -> dict[str, np.ndarray]:
-    """Lays out a 30-node ogbn-arxiv in OGB's own on-disk format.
-
-    OGB skips the download when ``raw/`` holds ``raw_file_names`` (edge and
-    node-feat for arxiv), and skips its interactive update prompt when the
-    ``RELEASE_v1.txt`` marker exists; processing additionally reads the node
-    and edge counts, ``node_year`` and ``node-label``, and ``get_idx_split``
-    reads ``split/time/{train,valid,test}.csv.gz``.
-    """
-    rng = np.random.default_rng(0)
-    folder = root / "ogbn_arxiv"
-    (folder / "raw").mkdir(parents=True)
-    (folder / "split" / "time").mkdir(parents=True)
-    (folder / "RELEASE_v1.txt").write_text("tiny local copy\n")
-    edges = np.stack([np.arange(OGB_NODES), (np.arange(OGB_NODES) * 7 + 3) % 30], 1)
-    tiny = {
-        "edges": edges,
-        "x": rng.standard_normal((OGB_NODES, 4)).astype(np.float32),
-        "y": rng.integers(0, 40, OGB_NODES),
-        "perm": rng.permutation(OGB_NODES),
-    }
-    raw = folder / "raw"
-    _write_csv_gz(raw / "edge.csv.gz", edges)
-    _write_csv_gz(raw / "node-feat.csv.gz", tiny["x"])
-    _write_csv_gz(raw / "num-node-list.csv.gz", [OGB_NODES])
-    _write_csv_gz(raw / "num-edge-list.csv.gz", [len(edges)])
-    _write_csv_gz(raw / "node_year.csv.gz", np.full(OGB_NODES, 2020))
-    _write_csv_gz(raw / "node-label.csv.gz", tiny["y"][:, None])
-    split = folder / "split" / "time"
-    for name, part in zip(
-        ("train", "valid", "test"), np.split(tiny["perm"], [18, 24]), strict=True
-    ):
-        _write_csv_gz(split / f"{name}.csv.gz", part)
-    return tiny
-
 
 @pytest.fixture
 def no_ogb_download(monkeypatch):
@@ -487,7 +443,7 @@ def _check_tiny_arxiv(data: Data, tiny: dict[str, np.ndarray]) -> None:
 
 
 def test_load_ogb_tiny_local(tmp_path, no_ogb_download):
-    tiny = _tiny_arxiv(tmp_path)
+    tiny = tiny_arxiv(tmp_path)
     _check_tiny_arxiv(load_ogb("ogbn-arxiv", tmp_path), tiny)
     processed = tmp_path / "ogbn_arxiv" / "processed" / "geometric_data_processed.pt"
     stamp = processed.stat().st_mtime_ns
@@ -496,7 +452,7 @@ def test_load_ogb_tiny_local(tmp_path, no_ogb_download):
 
 
 def test_load_ogb_stale_folder_does_not_prompt(tmp_path, no_ogb_download):
-    _tiny_arxiv(tmp_path)
+    tiny_arxiv(tmp_path)
     (tmp_path / "ogbn_arxiv" / "RELEASE_v1.txt").unlink()
     with pytest.raises(RuntimeError, match="RELEASE_v1.txt"):
         load_ogb("ogbn-arxiv", tmp_path)
@@ -536,7 +492,7 @@ def test_load_dataset_npz(tmp_path):
 
 
 def test_load_dataset_ogb(tmp_path, no_ogb_download):
-    tiny = _tiny_arxiv(tmp_path)
+    tiny = tiny_arxiv(tmp_path)
     _check_tiny_arxiv(load_dataset("ogbn-arxiv", tmp_path), tiny)
 
 

@@ -1,0 +1,38 @@
+"""The documentation's promises that a test can hold it to."""
+
+import re
+from pathlib import Path
+
+import pyg_orch
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_the_api_reference_documents_every_public_name():
+    api = (DOCS / "api.md").read_text()
+    documented = set(
+        re.findall(r"^\.\. auto(?:class|function):: pyg_orch\.(\w+)", api, re.M)
+    )
+    assert documented == set(pyg_orch.__all__) - {"__version__"}
+    assert "pyg_orch.__version__" in api
+
+
+def test_the_quickstart_loop_runs_and_learns(capsys):
+    quickstart = (DOCS / "quickstart.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", quickstart, re.S)
+    assert len(code) == 1
+    exec(compile(code[0], "quickstart.md", "exec"), {})  # noqa: S102 - our own docs
+    assert float(capsys.readouterr().out) > 0.7
+
+
+def test_every_saved_benchmark_starts_with_its_command():
+    page = (DOCS / "benchmarks.md").read_text()
+    tables = re.findall(r"literalinclude\} (benchmarks/\w+\.txt)", page)
+    charts = re.findall(r"\]\((benchmarks/\w+\.png)\)", page)
+    assert len(tables) == 5 and len(charts) == 4
+    for table in tables:
+        name = Path(table).stem
+        first = (DOCS / table).read_text().splitlines()[0]
+        assert first.startswith(f"$ python -m pyg_orch.benchmark {name}")
+    for chart in charts:
+        assert (DOCS / chart).read_bytes()[:4] == b"\x89PNG"

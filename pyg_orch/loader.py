@@ -48,6 +48,10 @@ class BatchStats:
         bytes_gathered: bytes of features and hot aggregates copied.
         sample_seconds: time spent sampling.
         gather_seconds: time spent gathering features and aggregates.
+
+    Example:
+        >>> BatchStats([2, 4], [4], 1, 64, 0.5, 0.25).num_hot
+        1
     """
 
     nodes_per_hop: list[int]
@@ -67,6 +71,12 @@ class LoaderStats:
 
     Attributes:
         batches: statistics of each batch since the last :meth:`reset`.
+
+    Example:
+        >>> stats = LoaderStats([BatchStats([2, 4], [4], 1, 64, 0.5, 0.25)])
+        >>> stats.reset()
+        >>> stats.batches
+        []
     """
 
     batches: list[BatchStats] = field(default_factory=list)

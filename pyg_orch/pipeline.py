@@ -57,6 +57,10 @@ class HotValues:
         version: the super-batch it serves.
         created: training steps done when it was started.
         values: ``[num_hot, C]``, in the hot set's order.
+
+    Example:
+        >>> HotValues(version=2, created=9, values=torch.zeros(3, 4)).created
+        9
     """
 
     version: int
@@ -210,6 +214,12 @@ class PipelineStats:
         wait_seconds: time the training loop waited for batches.
         staleness: steps between each hot buffer's start and its use, per batch
             (empty without a refresher).
+
+    Example:
+        >>> pipeline = Pipeline([1, 2], lambda i, job: (job, None), prefetch=0)
+        >>> _ = list(pipeline)
+        >>> pipeline.stats.steps
+        2
     """
 
     steps: int = 0

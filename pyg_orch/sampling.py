@@ -23,7 +23,15 @@ _scratch = threading.local()
 
 
 def node_map(num_nodes: int) -> np.ndarray:
-    """This thread's reusable global-to-local map (all -1) for ``num_nodes``."""
+    """This thread's reusable global-to-local map (all -1) for ``num_nodes``.
+
+    The sampler kernel restores every entry it sets, so the map stays all -1
+    between calls and one per thread and graph size is enough.
+
+    Example:
+        >>> node_map(4).tolist()
+        [-1, -1, -1, -1]
+    """
     maps = _scratch.__dict__.setdefault("maps", {})
     if num_nodes not in maps:
         maps[num_nodes] = np.full(num_nodes, -1, dtype=np.int64)

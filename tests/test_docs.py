@@ -36,3 +36,24 @@ def test_every_saved_benchmark_starts_with_its_command():
         assert first.startswith(f"$ python -m pyg_orch.benchmark {name}")
     for chart in charts:
         assert (DOCS / chart).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_every_public_class_and_function_has_an_example():
+    import importlib
+    import inspect
+
+    modules = [
+        "hotness", "cache", "pipeline", "loader", "model", "sampling",
+        "datasets", "train", "kernels.aggregate",
+    ]  # fmt: skip
+    missing = []
+    for short in modules:
+        module = importlib.import_module(f"pyg_orch.{short}")
+        for name, value in vars(module).items():
+            public = not name.startswith("_") and (
+                inspect.isfunction(value) or inspect.isclass(value)
+            )
+            if public and value.__module__ == module.__name__:
+                if "Example" not in (inspect.getdoc(value) or ""):
+                    missing.append(f"{module.__name__}.{name}")
+    assert missing == []

@@ -14,8 +14,8 @@ from pyg_orch.sampling import node_map
 
 #: The aggregations the cache computes.
 AGGREGATIONS = ("mean", "sum", "max", "gcn")
-# How the hot values are made: once and exact, re-sampled per super-batch, or
-# the bottom layer's output from a weight snapshot.
+#: How the hot values are made (once and exact, re-sampled per super-batch, or
+#: the bottom layer's output from a weight snapshot).
 CACHE_MODES = ("static", "resample", "embedding")
 # Hot nodes per chunk of embedding computation: bounds the gathered rows.
 _EMBED_CHUNK = 8192
@@ -88,6 +88,33 @@ class HotCache:
         if kind not in self._values:
             self._values[kind] = self._aggregate(kind)
         return self._values[kind]
+
+    def computed(self) -> dict[str, Tensor]:
+        """The values computed so far, by kind (for a checkpoint).
+
+        Example:
+            >>> cache = HotCache(torch.tensor([0, 1]), torch.tensor([0]),
+            ...                  torch.ones(1, 2), hot_nodes=torch.tensor([0]))
+            >>> list(cache.computed()), list((cache.values(), cache.computed())[1])
+            ([], ['mean'])
+        """
+        return dict(self._values)
+
+    def restore(self, values: dict[str, Tensor]) -> None:
+        """Takes values saved by :meth:`computed` instead of computing them.
+
+        Raises:
+            ValueError: a value has the wrong shape for this cache.
+        """
+        for kind, value in values.items():
+            if value.shape != (self.num_hot, self.x.size(1)):
+                raise ValueError(
+                    f"saved {kind!r} hot values have shape {tuple(value.shape)}, "
+                    f"this cache needs ({self.num_hot}, {self.x.size(1)}); were "
+                    f"they saved for another graph or hot set?"
+                )
+        self._values = dict(values)
+        self._device_values = {}
 
     def device_values(self) -> Tensor:
         """The cache's ``kind`` values on its ``device`` (copied on first use)."""
@@ -188,9 +215,11 @@ class HotCache:
         n_id, (src, dst) = self.sample_neighborhood(self.hot_nodes, fanout, seed)
         # A CSC over the whole graph in which only hot vertices have edges,
         # holding their sampled sources, lets the exact kernel aggregate them.
-        order = torch.sort(dst, stable=True).indices
+        # Its columns run in node-id order, which hot_nodes need not follow.
+        target = self.hot_nodes[dst]
+        order = torch.sort(target, stable=True).indices
         colptr = torch.zeros_like(self.colptr)
-        colptr[self.hot_nodes + 1] = torch.bincount(dst, minlength=self.num_hot)
+        colptr[1:] = torch.bincount(target, minlength=colptr.numel() - 1)
         torch.cumsum(colptr, 0, out=colptr)
         out = torch.empty(self.num_hot, self.x.size(1), dtype=self.x.dtype)
         kernels.aggregate(

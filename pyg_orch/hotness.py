@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from pyg_orch.sampling import OrchNeighborSampler
 
+#: How hot vertices can be chosen.
 HOT_METHODS = ("presample", "degree")
 # The ratios hot_ratio="auto" measures; NeutronOrch sweeps 0.05 to 0.25.
 AUTO_RATIOS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)

@@ -15,13 +15,11 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.sampler.base import SubgraphType
 
-from pyg_orch.cache import CACHE_MODES, FeatureCache, HotCache, gather
+from pyg_orch.cache import FeatureCache, HotCache, gather
 from pyg_orch.hotness import (
     AUTO_RATIOS,
     HotRatioTuning,
     HotSet,
-    check_hot_method,
-    check_hot_ratio,
     choose_hot_ratio,
     frontier_size,
     median_seconds,
@@ -29,8 +27,14 @@ from pyg_orch.hotness import (
     select_hot,
     top_fraction,
 )
-from pyg_orch.pipeline import HotRefresher, Pipeline, check_staleness, refresh_seed
+from pyg_orch.pipeline import (
+    HotRefresher,
+    Pipeline,
+    PipelineStats,
+    refresh_seed,
+)
 from pyg_orch.sampling import OrchNeighborSampler
+from pyg_orch.validation import check_loader_arguments
 
 # Share of free GPU memory a device_cache="auto" takes; the rest is left to
 # training (activations, gradients, the allocator's slack).
@@ -60,6 +64,27 @@ class BatchStats:
     bytes_gathered: int
     sample_seconds: float
     gather_seconds: float
+
+
+@dataclass
+class EpochPlan:
+    """What decides an epoch's batches in the pipeline, drawn when it starts.
+
+    Attributes:
+        jobs: the seed indices of every batch, in order.
+        generator_state: the sampler's generator state at the epoch's start.
+        refresh_seed: the base seed of the hot refresher's buffers.
+        start: the first batch to yield (non-zero when resumed).
+
+    Example:
+        >>> EpochPlan([[0, 1], [2]], torch.Generator().get_state(), 7).start
+        0
+    """
+
+    jobs: list[list[int]]
+    generator_state: Tensor
+    refresh_seed: int
+    start: int = 0
 
 
 @dataclass
@@ -166,6 +191,8 @@ class OrchNeighborLoader(NeighborLoader):
             ``"auto"``: half of the free GPU memory (nothing on a CPU). The
             static hot aggregates go there first, when they fit, then the raw
             feature rows of the vertices of highest out-degree.
+        check_finite: also check once, at construction, that ``data.x``
+            holds no NaN or infinite value (one pass over the features).
         **kwargs: any other argument of
             :class:`~torch_geometric.loader.NeighborLoader` and of
             :class:`torch.utils.data.DataLoader` (``input_nodes``,
@@ -201,14 +228,15 @@ class OrchNeighborLoader(NeighborLoader):
         prefetch: int = 0,
         device: torch.device | str | None = None,
         device_cache: int | str = 0,
+        check_finite: bool = False,
         **kwargs: Any,
     ) -> None:
-        check_hot_ratio(hot_ratio, allow_auto=True)
-        check_hot_method(hot_method)
-        if presample_epochs < 1:
-            raise ValueError(f"presample_epochs must be >= 1, got {presample_epochs}")
+        check_loader_arguments(
+            data, num_neighbors, hot_ratio, hot_method, hot, presample_epochs, cache,
+            super_batch, staleness, hot_fanout, prefetch, device, device_cache,
+            check_finite, **kwargs,
+        )  # fmt: skip
         staleness = 2 * super_batch - 1 if staleness is None else staleness
-        _check_pipeline_options(cache, super_batch, staleness, prefetch)
         if kwargs.get("neighbor_sampler") is None:
             kwargs["neighbor_sampler"] = OrchNeighborSampler(
                 data,
@@ -237,6 +265,9 @@ class OrchNeighborLoader(NeighborLoader):
         self._hot_device_bytes = 0
         # Weak: dropping the iterator must close its threads.
         self._pipeline: weakref.ref[Pipeline] | None = None
+        self._epoch: EpochPlan | None = None
+        self._progress: PipelineStats | None = None
+        self._resume: EpochPlan | None = None
         self._cache_mode = cache
         self.tuning: HotRatioTuning | None = None
         if hot_ratio == "auto":
@@ -400,8 +431,7 @@ class OrchNeighborLoader(NeighborLoader):
             return int(torch.cuda.mem_get_info(self.device)[0] * _AUTO_DEVICE_SHARE)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise ValueError(
-                f"device_cache must be a number of bytes >= 0 or 'auto', got "
-                f"{budget!r}"
+                f"device_cache must be a number of bytes >= 0 or 'auto', got {budget!r}"
             )
         return budget
 
@@ -458,24 +488,39 @@ class OrchNeighborLoader(NeighborLoader):
                 "set num_workers=0"
             )
         self.close()
+        epoch = self._resume or self._new_epoch()
+        self._resume, self._epoch = None, epoch
+        generator = torch.Generator()
+        generator.set_state(epoch.generator_state)
+        for _ in range(epoch.start):
+            # Replays the sampler's one draw per batch already trained.
+            torch.randint(0, 2**62, (1,), generator=generator)
+        self.node_sampler.generator = generator
+        refresher = self._refresher(epoch.refresh_seed, epoch.start)
+        produce = functools.partial(self._produce, refresher)
+        pipeline = Pipeline(
+            epoch.jobs, produce, self.prefetch, refresher, self.device, epoch.start
+        )
+        self._pipeline = weakref.ref(pipeline)
+        # The pipeline's counters, kept here: the position outlives the
+        # iterator (a loop left early, a dropped iterator).
+        self._progress = pipeline.stats
+        return pipeline
+
+    def _new_epoch(self) -> EpochPlan:
         # Drawn here, in the training thread, so a seeded run is reproducible
         # whatever the thread timing: the batch order, the sampler's seeds
         # and the refresher's seeds.
         jobs = list(self.batch_sampler)
         generator = torch.Generator()
         generator.manual_seed(int(torch.randint(0, 2**62, (1,))))
-        self.node_sampler.generator = generator
-        refresher = self._refresher()
-        produce = functools.partial(self._produce, refresher)
-        pipeline = Pipeline(jobs, produce, self.prefetch, refresher, self.device)
-        self._pipeline = weakref.ref(pipeline)
-        return pipeline
+        refresh_seed = int(torch.randint(0, 2**62, (1,)))
+        return EpochPlan(jobs, generator.get_state(), refresh_seed)
 
-    def _refresher(self) -> HotRefresher | None:
+    def _refresher(self, base_seed: int, start: int) -> HotRefresher | None:
         cache = self.cache
         if cache is None or cache.mode == "static":
             return None
-        base_seed = int(torch.randint(0, 2**62, (1,)))
         fanout = self.hot_fanout
         if cache.mode == "resample":
             snapshot = None
@@ -495,7 +540,12 @@ class OrchNeighborLoader(NeighborLoader):
                 return cache.embed(layer, fanout, refresh_seed(base_seed, version))
 
         return HotRefresher(
-            compute, self.super_batch, self.staleness, snapshot, seed=base_seed
+            compute,
+            self.super_batch,
+            self.staleness,
+            snapshot,
+            seed=base_seed,
+            first_version=start // self.super_batch,
         )
 
     def _produce(
@@ -534,6 +584,92 @@ class OrchNeighborLoader(NeighborLoader):
         if pipeline is not None:
             pipeline.close()
         self._pipeline = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """What it takes to resume training where it stopped.
+
+        The hot set (ids, scores, method), the chosen ``hot_ratio``, the hot
+        cache's mode, kind and computed values, and, when the current epoch
+        runs through the :class:`~pyg_orch.Pipeline`, its position: the batch
+        order, the seeds and the number of batches handed out. Save it with
+        :func:`torch.save` next to the model's and optimizer's state dicts.
+        Without a pipeline (``prefetch=0``, no ``device``, static cache), the
+        position is ``None``: batches come from the global generator, as in
+        ``NeighborLoader``, and a resumed run starts a new epoch.
+
+        Returns:
+            A dictionary of tensors and plain values.
+
+        Example:
+            >>> from pyg_orch.datasets import load_cora
+            >>> loader = OrchNeighborLoader(load_cora(), [5], batch_size=512,
+            ...                             hot_ratio=0.1, prefetch=1)
+            >>> with loader:
+            ...     batch = next(iter(loader))
+            ...     state = loader.state_dict()
+            >>> state["position"]["next"], state["hot_nodes"].numel()
+            (1, 271)
+        """
+        position = None
+        epoch, progress = self._epoch, self._progress
+        if (
+            epoch is not None
+            and progress is not None
+            and progress.steps < len(epoch.jobs)
+        ):
+            position = {
+                "jobs": epoch.jobs,
+                "generator_state": epoch.generator_state,
+                "refresh_seed": epoch.refresh_seed,
+                "next": progress.steps,
+            }
+        cache = self.cache
+        return {
+            "hot_ratio": self.hot_ratio,
+            "hot_nodes": self.hot.nodes if self.hot is not None else None,
+            "hot_counts": self.hot.counts if self.hot is not None else None,
+            "hot_method": self.hot.method if self.hot is not None else None,
+            "cache_mode": cache.mode if cache is not None else None,
+            "cache_kind": cache.kind if cache is not None else None,
+            "cache_values": cache.computed() if cache is not None else {},
+            "position": position,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict`: the next iteration resumes there.
+
+        The hot set and the cache's values are taken as saved (nothing is
+        presampled or aggregated again); with a saved position, the next
+        ``iter(loader)`` yields the rest of the interrupted epoch, batch for
+        batch as the uninterrupted run would have. Build the loader with the
+        same graph and arguments as the saved one.
+
+        Args:
+            state: a dictionary from :meth:`state_dict`.
+
+        Raises:
+            ValueError: the hot set was made for another graph.
+        """
+        self.hot_ratio = state["hot_ratio"]
+        if state["hot_nodes"] is None:
+            self._use_hot(None)
+        else:
+            num_nodes = self.node_sampler.colptr.numel() - 1
+            saved = HotSet(state["hot_nodes"], state["hot_counts"], state["hot_method"])
+            self._use_hot(_as_hot_set(saved, num_nodes))
+            self.cache.mode, self.cache.kind = state["cache_mode"], state["cache_kind"]
+            self.cache.restore(state["cache_values"])
+        position = state["position"]
+        self._resume = (
+            None
+            if position is None
+            else EpochPlan(
+                position["jobs"],
+                position["generator_state"],
+                position["refresh_seed"],
+                position["next"],
+            )
+        )
 
     def __enter__(self) -> OrchNeighborLoader:
         return self
@@ -600,28 +736,12 @@ class OrchNeighborLoader(NeighborLoader):
         batch.x_cached_index, batch.x_cached_slot = cached_index, cached_slot
 
 
-def _check_pipeline_options(
-    cache: str | None,
-    super_batch: int,
-    staleness: int,
-    prefetch: int,
-) -> None:
-    if cache is not None and cache not in CACHE_MODES:
-        raise ValueError(f"cache must be one of {CACHE_MODES} or None, got {cache!r}")
-    check_staleness(super_batch, staleness)
-    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
-        raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
-
-
 def _default_hot_fanout(num_neighbors: Any, hot_fanout: int | None) -> int:
+    # Checked by check_hot_fanout; None means the largest fan-out.
     if hot_fanout is not None:
-        if isinstance(hot_fanout, bool) or not isinstance(hot_fanout, int):
-            raise ValueError(f"hot_fanout must be an int, got {hot_fanout!r}")
-        if hot_fanout == 0 or hot_fanout < -1:
-            raise ValueError(
-                f"hot_fanout must be >= 1 or -1 (all neighbours), got {hot_fanout}"
-            )
         return hot_fanout
+    if isinstance(num_neighbors, dict):
+        return -1  # per-edge-type fan-outs: hot vertices need a homogeneous graph
     fanouts = list(getattr(num_neighbors, "values", num_neighbors))
     return -1 if -1 in fanouts else max(max(fanouts, default=1), 1)
 

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 from pyg_orch.loader import OrchNeighborLoader
+from pyg_orch.validation import check_model_arguments
 
 # The CSR adjacency is the point of this module; torch's "beta" notice about it
 # would repeat for every batch.
@@ -137,6 +138,7 @@ class OrchModel(torch.nn.Module):
     """
 
     def __init__(self, model: BasicGNN, loader: OrchNeighborLoader | None = None):
+        check_model_arguments(model, loader)
         super().__init__()
         if not isinstance(model, BasicGNN):
             raise TypeError(

@@ -91,6 +91,8 @@ class HotRefresher:
         snapshot: called in the training thread when a buffer is started; its
             result is the ``payload`` (e.g. a copy of the current weights).
         seed: the base seed ``compute`` draws from, kept for reproduction.
+        first_version: the first buffer to make (``start // super_batch`` for
+            a pipeline resumed at batch ``start``).
 
     Example:
         >>> refresher = HotRefresher(lambda k, _: torch.full((1,), k),
@@ -108,6 +110,7 @@ class HotRefresher:
         staleness: int,
         snapshot: Callable[[], Any] | None = None,
         seed: int | None = None,
+        first_version: int = 0,
     ) -> None:
         check_staleness(super_batch, staleness)
         self.super_batch, self.staleness, self.seed = super_batch, staleness, seed
@@ -115,7 +118,7 @@ class HotRefresher:
         self._requests: queue.Queue = queue.Queue()
         self._buffers: dict[int, HotValues] = {}
         self._changed = threading.Condition()
-        self._next_version = 0
+        self._next_version = first_version
         self._error: BaseException | None = None
         self._closed = False
         self._thread = threading.Thread(
@@ -133,8 +136,7 @@ class HotRefresher:
         # At most the buffer in use and the next one exist at a time.
         newest = step // self.super_batch + 1
         while (
-            self._next_version <= newest
-            and self.start_step(self._next_version) <= step
+            self._next_version <= newest and self.start_step(self._next_version) <= step
         ):
             payload = self._snapshot() if self._snapshot is not None else None
             self._requests.put((self._next_version, step, payload))
@@ -240,6 +242,7 @@ class Pipeline(Iterator):
         refresher: the hot refresher the batches read, if any; closed with
             the pipeline.
         device: where ``produce`` puts batches.
+        start: the first batch to produce (to resume an interrupted epoch).
 
     Example:
         >>> pipeline = Pipeline([1, 2, 3], lambda i, job: (job * 10, None),
@@ -255,10 +258,12 @@ class Pipeline(Iterator):
         prefetch: int = 1,
         refresher: HotRefresher | None = None,
         device: torch.device | str | None = None,
+        start: int = 0,
     ) -> None:
         self.jobs, self.produce, self.prefetch = jobs, produce, prefetch
         self.refresher = refresher
-        self.stats = PipelineStats()
+        self.stats = PipelineStats(steps=start)
+        self._start = start
         device = torch.device(device) if device is not None else None
         self._stream = (
             torch.cuda.Stream(device)
@@ -272,14 +277,19 @@ class Pipeline(Iterator):
         if prefetch > 0:
             self._thread = threading.Thread(
                 target=_produce_all,
-                args=(jobs, produce, self._stream, self._queue, self._stop),
+                args=(jobs, start, produce, self._stream, self._queue, self._stop),
                 name=f"{THREAD_PREFIX}prefetch",
                 daemon=True,
             )
             self._thread.start()
 
     def __len__(self) -> int:
-        return len(self.jobs)
+        return len(self.jobs) - self.start
+
+    @property
+    def start(self) -> int:
+        """The batch this pipeline started at (0 unless resumed)."""
+        return self._start
 
     def __next__(self) -> Any:
         step = self.stats.steps
@@ -366,6 +376,7 @@ def _produce_on(
 
 def _produce_all(
     jobs: Sequence[Any],
+    start: int,
     produce: Callable[[int, Any], Any],
     stream: Any,
     out: queue.Queue,
@@ -373,11 +384,11 @@ def _produce_all(
 ) -> None:
     # Module-level, not a method: the thread must not keep the pipeline alive,
     # or dropping the iterator would never close it.
-    for index, job in enumerate(jobs):
+    for index in range(start, len(jobs)):
         if stop.is_set():
             return
         try:
-            item = _produce_on(stream, produce, index, job)
+            item = _produce_on(stream, produce, index, jobs[index])
         except BaseException as error:  # noqa: BLE001 - handed to the consumer
             item = _Failure(error)
         while not stop.is_set():

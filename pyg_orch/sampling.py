@@ -41,7 +41,13 @@ def node_map(num_nodes: int) -> np.ndarray:
 _EMPTY_MASK = np.zeros(0, dtype=np.bool_)
 
 
-def _backend_available() -> bool:
+def pyg_backend_available() -> bool:
+    """Whether PyG's own sampler can run: ``pyg-lib`` or ``torch-sparse`` is there.
+
+    Example:
+        >>> isinstance(pyg_backend_available(), bool)
+        True
+    """
     return pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
 
 
@@ -103,7 +109,7 @@ class OrchNeighborSampler(NeighborSampler):
         unsupported = _unsupported_option(
             data, {"num_neighbors": num_neighbors, **kwargs}
         )
-        if unsupported is not None and not _backend_available():
+        if unsupported is not None and not pyg_backend_available():
             raise NotImplementedError(
                 f"OrchNeighborSampler does not support {unsupported} yet, and "
                 f"PyG's own sampler needs 'pyg-lib' or 'torch-sparse', which "

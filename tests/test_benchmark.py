@@ -1,7 +1,7 @@
 """The benchmarks run end to end on tiny settings and print their tables."""
 
 from pyg_orch.benchmark.__main__ import main
-from pyg_orch.sampling import _backend_available
+from pyg_orch.sampling import pyg_backend_available
 
 
 def test_sampler_benchmark_prints_a_row_per_sampler(capsys):
@@ -11,7 +11,7 @@ def test_sampler_benchmark_prints_a_row_per_sampler(capsys):
     numba_row = next(line for line in lines if line.startswith("pyg_orch (Numba)"))
     milliseconds, per_second = map(float, numba_row.split()[2:4])
     assert milliseconds > 0 and abs(per_second * milliseconds / 1000 - 1) < 0.02
-    if not _backend_available():
+    if not pyg_backend_available():
         assert "torch-sparse: not installed, so not measured (no ratio)." in lines
 
 

@@ -44,7 +44,7 @@ def test_every_public_class_and_function_has_an_example():
 
     modules = [
         "hotness", "cache", "pipeline", "loader", "model", "sampling",
-        "datasets", "train", "kernels.aggregate",
+        "datasets", "train", "kernels.aggregate", "validation",
     ]  # fmt: skip
     missing = []
     for short in modules:
@@ -57,3 +57,12 @@ def test_every_public_class_and_function_has_an_example():
                 if "Example" not in (inspect.getdoc(value) or ""):
                     missing.append(f"{module.__name__}.{name}")
     assert missing == []
+
+
+def test_the_guarantees_page_quotes_the_real_case_counts():
+    from test_properties import FUZZ_EXAMPLES
+    from test_validation import BAD_INPUTS
+
+    page = (DOCS / "guarantees.md").read_text()
+    assert f"holds {len(BAD_INPUTS)} bad-input cases" in page
+    assert f"{FUZZ_EXAMPLES:,} cases" in page

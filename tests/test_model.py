@@ -3,14 +3,12 @@
 import pytest
 import torch
 from conftest import random_graph
+from references import MODEL_KINDS, assert_matches_reference, plain_aggregate
 from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import scatter
 
 from pyg_orch import OrchModel, OrchNeighborLoader
 
 MODELS = {"sage": GraphSAGE, "gcn": GCN, "gin": GIN}
-KINDS = {"sage": "mean", "gcn": "gcn", "gin": "sum"}
 
 
 def build(name: str, in_channels: int, seed: int = 0):
@@ -36,38 +34,6 @@ def test_without_hot_vertices_it_equals_the_plain_model(name, cora):
             assert torch.allclose(orch(batch), expected, atol=1e-5)
 
 
-def plain_aggregate(kind: str, x, src, dst, num_nodes):
-    """Bottom-layer aggregation with torch scatter; GCN still needs its weight."""
-    if kind == "gcn":
-        (src, dst), weight = gcn_norm(torch.stack([src, dst]), None, num_nodes)
-        return scatter(x[src] * weight.view(-1, 1), dst, 0, num_nodes, "sum")
-    return scatter(x[src], dst, 0, num_nodes, kind)
-
-
-def plain_layer(name: str, conv, agg, x):
-    if name == "sage":
-        return conv.lin_l(agg) + conv.lin_r(x)
-    if name == "gcn":
-        return conv.lin(agg) + conv.bias
-    return conv.nn((1 + conv.eps) * x + agg)
-
-
-def reference(name, model, batch, data):
-    """The untrimmed model in plain torch; hot rows of layer 0 aggregate over
-    the whole graph, everything else over the batch's sampled edges."""
-    x, (src, dst) = batch.x, batch.edge_index
-    full = plain_aggregate(KINDS[name], data.x, *data.edge_index, data.num_nodes)
-    for layer, conv in enumerate(model.convs):
-        agg = plain_aggregate(KINDS[name], x, src, dst, x.size(0))
-        if layer == 0:
-            hot = batch.hot_index
-            agg = agg.index_copy(0, hot, full[batch.n_id[hot]])
-        x = plain_layer(name, conv, agg, x)
-        if layer < len(model.convs) - 1:
-            x = x.relu()
-    return x[: batch.batch_size]
-
-
 @pytest.mark.parametrize("name", list(MODELS))
 def test_hot_forward_and_gradients_match_a_plain_torch_reference(name, cora):
     for data in (graph(), cora):
@@ -79,16 +45,7 @@ def test_hot_forward_and_gradients_match_a_plain_torch_reference(name, cora):
         orch = OrchModel(model, loader)
         for batch in list(loader)[:3]:
             assert batch.hot_index.numel() > 0
-            model.zero_grad()
-            out = orch(batch)
-            out.square().sum().backward()
-            grads = [p.grad.clone() for p in model.parameters()]
-            model.zero_grad()
-            expected = reference(name, model, batch, data)
-            expected.square().sum().backward()
-            assert torch.allclose(out, expected, atol=1e-4, rtol=1e-4)
-            for grad, parameter in zip(grads, model.parameters(), strict=True):
-                assert torch.allclose(grad, parameter.grad, atol=1e-4, rtol=1e-3)
+            assert_matches_reference(orch, model, name, batch, data, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["sage", "gin"])
@@ -105,7 +62,7 @@ def test_hot_rows_of_the_bottom_aggregation_are_full_neighbourhood(name, cora):
     )
     batch = next(iter(loader))
     orch(batch)
-    full = plain_aggregate(KINDS[name], cora.x, *cora.edge_index, cora.num_nodes)
+    full = plain_aggregate(MODEL_KINDS[name], cora.x, *cora.edge_index, cora.num_nodes)
     hot = batch.hot_index
     assert torch.allclose(seen[0][hot], full[batch.n_id[hot]], atol=1e-5)
 

@@ -353,9 +353,8 @@ def test_bad_pipeline_options_name_the_argument(cora, kwargs, match):
 
 
 def test_pipeline_options_need_num_workers_0(cora):
-    loader = OrchNeighborLoader(cora, [5], batch_size=16, prefetch=2, num_workers=1)
     with pytest.raises(ValueError, match="num_workers=0"):
-        iter(loader)
+        OrchNeighborLoader(cora, [5], batch_size=16, prefetch=2, num_workers=1)
 
 
 def test_resample_mode_rejects_gcn(cora):

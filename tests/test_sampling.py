@@ -11,7 +11,7 @@ from torch_geometric.sampler import NodeSamplerInput, SamplerOutput
 
 from pyg_orch import OrchNeighborLoader, OrchNeighborSampler
 from pyg_orch.kernels.sample import sample_layers
-from pyg_orch.sampling import _backend_available
+from pyg_orch.sampling import pyg_backend_available
 
 
 def edge_keys(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
@@ -278,7 +278,7 @@ def hetero_graph() -> HeteroData:
     return data
 
 
-@pytest.mark.skipif(_backend_available(), reason="PyG's own backend is installed")
+@pytest.mark.skipif(pyg_backend_available(), reason="PyG's own backend is installed")
 @pytest.mark.parametrize(
     "data,options,named",
     [
@@ -307,7 +307,7 @@ def test_unsupported_options_fall_back_to_pyg_backend(monkeypatch):
         calls.append(seed)
         return "from PyG"
 
-    monkeypatch.setattr(pyg_orch.sampling, "_backend_available", lambda: True)
+    monkeypatch.setattr(pyg_orch.sampling, "pyg_backend_available", lambda: True)
     monkeypatch.setattr(NeighborSampler, "_sample", pyg_sample)
     data = random_graph(20, 60)
     sampler = OrchNeighborSampler(data, num_neighbors=[2], subgraph_type="induced")

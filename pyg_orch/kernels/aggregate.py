@@ -250,7 +250,7 @@ def gcn_inverse_sqrt_degree(colptr: np.ndarray, row: np.ndarray) -> np.ndarray:
     to :func:`aggregate` as ``gcn_norm``.
 
     Args:
-        colptr: CSC column pointers, int64 ``[N + 1]``.
+        colptr: CSC column pointers, int32 or int64 ``[N + 1]``.
         row: CSC sources, int32 or int64 ``[E]``.
 
     Returns:
@@ -289,7 +289,7 @@ def aggregate(
       GCNConv's propagation before its linear layer.
 
     Args:
-        colptr: CSC column pointers, int64 ``[N + 1]``.
+        colptr: CSC column pointers, int32 or int64 ``[N + 1]``.
         row: CSC sources, int32 or int64 ``[E]``, each in ``[0, N)`` (not
             checked: that would cost a pass over all edges).
         x: float32 ``[N, F]`` node features, C-contiguous.
@@ -384,14 +384,19 @@ def _rows_spill_a_line(x: np.ndarray) -> bool:
     return worst + width > _LINE * -(-width // _LINE)
 
 
+_INDEX_DTYPES = (np.int32, np.int64)
+
+
 def _check_csc(colptr: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if colptr.ndim != 1 or colptr.dtype != np.int64 or colptr.shape[0] < 1:
-        raise ValueError("colptr must be int64 [N + 1]")
+    if colptr.ndim != 1 or colptr.dtype not in _INDEX_DTYPES or len(colptr) < 1:
+        raise ValueError("colptr must be int32 or int64 [N + 1]")
     if row.ndim != 1 or row.dtype not in (np.int32, np.int64):
         raise ValueError("row must be int32 or int64 [E]")
     if colptr[-1] > row.shape[0]:
         raise ValueError(f"colptr ends at {colptr[-1]} but row has {row.shape[0]}")
-    return np.ascontiguousarray(colptr), np.ascontiguousarray(row)
+    # PyG's to_csc keeps an int32 edge_index's dtype in colptr; widening it
+    # (N + 1 entries) keeps one compiled specialisation.
+    return np.ascontiguousarray(colptr, dtype=np.int64), np.ascontiguousarray(row)
 
 
 def _check_rows(x: np.ndarray, num_rows: int) -> None:

@@ -265,6 +265,7 @@ class Pipeline(Iterator):
         self.stats = PipelineStats(steps=start)
         self._start = start
         device = torch.device(device) if device is not None else None
+        self._device = device
         self._stream = (
             torch.cuda.Stream(device)
             if device is not None and device.type == "cuda"
@@ -307,7 +308,7 @@ class Pipeline(Iterator):
             # The copy ran on the side stream: train only after it is done,
             # and keep the allocator from reusing its memory before training
             # on the current stream is done with it.
-            stream = torch.cuda.current_stream(event.device)
+            stream = torch.cuda.current_stream(self._device)
             stream.wait_event(event)
             _record_stream(batch, stream)
         if hot_created is not None:

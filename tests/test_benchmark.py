@@ -105,3 +105,17 @@ def test_save_writes_the_table_with_its_command_and_a_chart(tmp_path, capsys):
     assert saved.splitlines()[0] == "$ python -m pyg_orch.benchmark " + " ".join(argv)
     assert saved.split("\n", 1)[1] == printed
     assert (tmp_path / "aggregate.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_ddp_benchmark_prints_one_and_two_ranks(capsys):
+    argv = ["ddp", "--num-nodes", "2000", "--avg-degree", "8", "--batch-size", "64"]
+    argv += ["--hidden-channels", "16", "--epochs", "1", "--warmup", "0"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("power-law graph: 2,000 nodes")
+    rows = [line.split() for line in lines if line[:5].strip().isdigit()]
+    assert [row[0] for row in rows] == ["1", "2"]
+    assert rows[0][-1] == "1.00x"
+    # Both worlds run the same epoch: 2 ranks take half the steps each, or one more.
+    assert int(rows[1][2]) in (-(-int(rows[0][2]) // 2), -(-int(rows[0][2]) // 2) + 1)
+    assert all(float(row[3]) > 0 for row in rows)

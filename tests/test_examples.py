@@ -67,6 +67,7 @@ def test_all_scripts_tested():
         "train_ogbn_papers100m.py",
         "train_ogbn_products.py",
         "train_synthetic.py",
+        "train_multi_gpu.py",
     } <= set(SCRIPTS)
 
 
@@ -106,6 +107,20 @@ def test_train_ogbn_papers100m(tmp_path):
 def test_train_synthetic():
     args = ["--num-nodes", "2000", "--batch-size", "128", "--hot-ratio", "auto"]
     _check_trained(_run("train_synthetic.py", *TINY, *args))
+
+
+def test_train_multi_gpu_with_two_ranks():
+    # torchrun's own entry point, two CPU ranks over gloo on Cora (~10 s).
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc_per_node=2", str(EXAMPLES / "train_multi_gpu.py"),
+         "--epochs", "1", "--hidden-channels", "16"],
+        capture_output=True, text=True, env=_env(), stdin=subprocess.DEVNULL,
+        timeout=300, check=False,
+    )  # fmt: skip
+    _check_trained(result)
+    assert "rank 0/2 epoch 1:" in result.stdout
+    assert "rank 1/2 epoch 1:" in result.stdout
 
 
 # --------------------------------------------------------------------------

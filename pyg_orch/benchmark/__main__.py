@@ -9,7 +9,15 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from pyg_orch.benchmark import accuracy, aggregate, epoch, gpu, pipeline, sampler
+from pyg_orch.benchmark import (
+    accuracy,
+    aggregate,
+    ddp,
+    epoch,
+    gpu,
+    pipeline,
+    sampler,
+)
 
 BENCHMARKS = {
     "sampler": sampler,
@@ -18,6 +26,7 @@ BENCHMARKS = {
     "accuracy": accuracy,
     "pipeline": pipeline,
     "gpu": gpu,
+    "ddp": ddp,
 }
 
 

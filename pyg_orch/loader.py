@@ -231,10 +231,13 @@ class OrchNeighborLoader(NeighborLoader):
         check_finite: bool = False,
         **kwargs: Any,
     ) -> None:
+        # By name: a reordered signature cannot swap two checks.
         check_loader_arguments(
-            data, num_neighbors, hot_ratio, hot_method, hot, presample_epochs, cache,
-            super_batch, staleness, hot_fanout, prefetch, device, device_cache,
-            check_finite, **kwargs,
+            data, num_neighbors, hot_ratio=hot_ratio, hot_method=hot_method,
+            hot=hot, presample_epochs=presample_epochs, cache=cache,
+            super_batch=super_batch, staleness=staleness, hot_fanout=hot_fanout,
+            prefetch=prefetch, device=device, device_cache=device_cache,
+            check_finite=check_finite, **kwargs,
         )  # fmt: skip
         staleness = 2 * super_batch - 1 if staleness is None else staleness
         if kwargs.get("neighbor_sampler") is None:
@@ -418,22 +421,12 @@ class OrchNeighborLoader(NeighborLoader):
         return (time.perf_counter() - tick) / self.super_batch, values
 
     def _device_budget(self, budget: int | str) -> int:
-        if budget == 0:
+        # Checked by check_device_cache: bytes >= 0, or "auto" with a device.
+        if budget != "auto":
+            return budget
+        if self.device.type != "cuda":
             return 0
-        if self.device is None:
-            raise ValueError(
-                "device_cache keeps data on the training device: also pass "
-                "device=... (e.g. device='cuda')"
-            )
-        if budget == "auto":
-            if self.device.type != "cuda":
-                return 0
-            return int(torch.cuda.mem_get_info(self.device)[0] * _AUTO_DEVICE_SHARE)
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-            raise ValueError(
-                f"device_cache must be a number of bytes >= 0 or 'auto', got {budget!r}"
-            )
-        return budget
+        return int(torch.cuda.mem_get_info(self.device)[0] * _AUTO_DEVICE_SHARE)
 
     def _reserve_for_hot(self, budget: int) -> int:
         # The static hot aggregates go to the device when they fit: then a

@@ -574,6 +574,11 @@ def check_loader_arguments(
     check_hot_fanout(hot_fanout)
     device = check_device(device)
     check_device_cache(device_cache)
+    if device_cache != 0 and device is None:
+        raise ValueError(
+            "device_cache keeps data on the training device: also pass "
+            "device=... (e.g. device='cuda')"
+        )
     if "batch_size" in kwargs:
         check_batch_size(kwargs["batch_size"])
     num_workers = kwargs.get("num_workers", 0)

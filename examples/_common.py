@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric import seed_everything
 from torch_geometric.data import Data
@@ -28,6 +27,7 @@ from pyg_orch import OrchModel, OrchNeighborLoader
 from pyg_orch.datasets import default_root
 from pyg_orch.hotness import check_hot_ratio
 from pyg_orch.train import resolve_device
+from pyg_orch.train import train_epoch as run_train_epoch
 
 SPLITS = ("train", "valid", "test")
 CACHE_MODES = ("static", "resample", "embedding")
@@ -366,20 +366,8 @@ def train_epoch(
     Returns:
         The mean loss over the seed nodes.
     """
-    model.train()
-    total_loss, total_nodes = 0.0, 0
     bar = tqdm(loader, desc=desc, total=len(loader), unit="batch", leave=False)
-    for batch in bar:
-        optimizer.zero_grad()
-        out = model(batch)
-        loss = F.cross_entropy(out, batch.y[: batch.batch_size].view(-1).to(out.device))
-        loss.backward()
-        optimizer.step()
-        value = float(loss.detach())
-        total_loss += value * batch.batch_size
-        total_nodes += batch.batch_size
-        bar.set_postfix(loss=f"{value:.4f}")
-    return total_loss / max(total_nodes, 1)
+    return run_train_epoch(model, bar, optimizer)
 
 
 @torch.no_grad()

@@ -8,9 +8,10 @@ them; only ``"gcn"`` treats self loops specially, as ``gcn_norm`` does.
 
 Numeric choices:
 
-- Sums accumulate in float32, like PyG's own ``scatter``/``index_add_``. A
-  float64 accumulator measured 1.35x slower here, and float32 keeps the error
-  within ``~degree * 2**-24`` of the sum of absolute values (worst case; about
+- Sums accumulate in the features' dtype (float32 or float64), like PyG's
+  own ``scatter``/``index_add_``. A float64 accumulator for float32 features
+  measured 1.35x slower here, and float32 keeps the error within
+  ``~degree * 2**-24`` of the sum of absolute values (worst case; about
   ``sqrt(degree) * 2**-24`` typically), the same order as PyG's path.
 - Every output row is owned by one loop iteration and summed in a fixed order
   (four neighbours at a time), so results never depend on the thread count.
@@ -30,10 +31,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 from llvmlite import ir
 from numba import njit, parallel_chunksize, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from pyg_orch.kernels.threading_layer import parallel_kernel
 
 __all__ = ["AGGREGATIONS", "aggregate", "gather_rows", "gcn_inverse_sqrt_degree"]
 
@@ -48,8 +52,8 @@ _COLPTR_AHEAD = 4
 _SLICE_AHEAD = 2
 # Nodes per scheduling chunk: small enough that hubs balance over threads.
 _CHUNK = 64
-# One prefetch per 64-byte cache line of float32.
-_LINE = 16
+# One prefetch per 64-byte cache line.
+_LINE_BYTES = 64
 
 
 @intrinsic
@@ -76,13 +80,27 @@ def _prefetch(typingctx, array, flat_index):
     return sig, codegen
 
 
+@intrinsic
+def _line_elements(typingctx, array):
+    """Elements of ``array`` per cache line, a compile-time constant.
+
+    (``array.itemsize`` is read at run time: a division per prefetched row.)
+    """
+    count = _LINE_BYTES * 8 // array.dtype.bitwidth
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(types.intp, count)
+
+    return types.intp(array), codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _prefetch_row(x: np.ndarray, u: int, tail: bool) -> None:
     # One prefetch per line from the row's start; `tail` adds its last
     # element, for layouts where a misaligned row spills into one more line.
     # (A per-row alignment test instead measured 6% slower.)
     start = np.int64(u) * x.shape[1]
-    for f in range(0, x.shape[1], _LINE):
+    for f in range(0, x.shape[1], _line_elements(x)):
         _prefetch(x, start + f)
     if tail:
         _prefetch(x, start + x.shape[1] - 1)
@@ -202,7 +220,7 @@ def _mean_row(colptr, row, x, tail, v, o) -> None:
             o[f] /= degree
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@parallel_kernel(cache=True, nogil=True)
 def _aggregate_kernel(colptr, row, x, tail, nodes, code, scale, out) -> None:
     for i in prange(nodes.shape[0]):
         _prefetch_slices(colptr, row, nodes, i)
@@ -217,7 +235,7 @@ def _aggregate_kernel(colptr, row, x, tail, nodes, code, scale, out) -> None:
             _gcn_row(colptr, row, x, tail, v, scale, out[i])
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@parallel_kernel(cache=True, nogil=True)
 def _gcn_scale_kernel(colptr, row, scale) -> None:
     for v in prange(scale.shape[0]):
         # gcn_norm's degree: in-edges that are not self loops, plus the one
@@ -226,10 +244,11 @@ def _gcn_scale_kernel(colptr, row, scale) -> None:
         for e in range(colptr[v], colptr[v + 1]):
             if row[e] != v:
                 degree += 1
-        scale[v] = np.float32(1.0 / np.sqrt(np.float64(degree)))
+        # Computed in float64 and rounded once to scale's dtype.
+        scale[v] = 1.0 / np.sqrt(np.float64(degree))
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@parallel_kernel(cache=True, nogil=True)
 def _gather_kernel(x, index, out) -> None:
     width = x.shape[1]
     # No prefetching: reads and writes stream whole rows, and this already
@@ -241,7 +260,9 @@ def _gather_kernel(x, index, out) -> None:
             dst[f] = src[f]
 
 
-def gcn_inverse_sqrt_degree(colptr: np.ndarray, row: np.ndarray) -> np.ndarray:
+def gcn_inverse_sqrt_degree(
+    colptr: np.ndarray, row: np.ndarray, dtype: npt.DTypeLike = np.float32
+) -> np.ndarray:
     """Per-node ``deg^-1/2`` of PyG's ``gcn_norm`` on the whole graph.
 
     ``deg[v]`` counts the in-edges of ``v`` that are not self loops (duplicates
@@ -252,9 +273,11 @@ def gcn_inverse_sqrt_degree(colptr: np.ndarray, row: np.ndarray) -> np.ndarray:
     Args:
         colptr: CSC column pointers, int32 or int64 ``[N + 1]``.
         row: CSC sources, int32 or int64 ``[E]``.
+        dtype: ``np.float32`` or ``np.float64``, the dtype of the features
+            it will weigh.
 
     Returns:
-        float32 ``[N]``, never zero or infinite.
+        ``dtype`` ``[N]``, never zero or infinite.
 
     Example:
         >>> colptr = np.array([0, 2, 3, 3])  # in-edges 0->0, 1->0, 0->1
@@ -263,7 +286,7 @@ def gcn_inverse_sqrt_degree(colptr: np.ndarray, row: np.ndarray) -> np.ndarray:
         array([2., 2., 1.], dtype=float32)
     """
     colptr, row = _check_csc(colptr, row)
-    scale = np.empty(colptr.shape[0] - 1, np.float32)
+    scale = np.empty(colptr.shape[0] - 1, _check_float(dtype, "dtype"))
     _gcn_scale_kernel(colptr, row, scale)
     return scale
 
@@ -292,15 +315,16 @@ def aggregate(
         colptr: CSC column pointers, int32 or int64 ``[N + 1]``.
         row: CSC sources, int32 or int64 ``[E]``, each in ``[0, N)`` (not
             checked: that would cost a pass over all edges).
-        x: float32 ``[N, F]`` node features, C-contiguous.
+        x: float32 or float64 ``[N, F]`` node features, C-contiguous.
         nodes: int64 or int32 ``[M]`` nodes to aggregate for, any order,
             repeats allowed.
         kind: one of :data:`~pyg_orch.kernels.aggregate.AGGREGATIONS`:
             ``"sum"``, ``"mean"``, ``"max"``, ``"gcn"``.
-        out: float32 ``[M, F]`` C-contiguous buffer to write into (e.g. a
-            pinned tensor's ``.numpy()``).
-        gcn_norm: :func:`gcn_inverse_sqrt_degree` of the graph, for ``"gcn"``;
-            computed on the spot (an O(E) pass) when ``None``.
+        out: ``[M, F]`` C-contiguous buffer of ``x``'s dtype to write into
+            (e.g. a pinned tensor's ``.numpy()``).
+        gcn_norm: :func:`gcn_inverse_sqrt_degree` of the graph in ``x``'s
+            dtype, for ``"gcn"``; computed on the spot (an O(E) pass) when
+            ``None``.
 
     Returns:
         ``out``.
@@ -322,17 +346,20 @@ def aggregate(
     colptr, row = _check_csc(colptr, row)
     num_nodes = colptr.shape[0] - 1
     _check_rows(x, num_nodes)
-    if x.dtype != np.float32:
-        raise ValueError(f"x must be float32, got {x.dtype}")
+    _check_float(x.dtype, "x")
     nodes = _check_index(nodes, num_nodes, "nodes")
     _check_out(out, (nodes.shape[0], x.shape[1]), x.dtype)
     if kind == "gcn":
-        scale = gcn_inverse_sqrt_degree(colptr, row) if gcn_norm is None else gcn_norm
-        if scale.dtype != np.float32 or scale.shape != (num_nodes,):
-            raise ValueError(f"gcn_norm must be float32 [{num_nodes}]")
+        scale = (
+            gcn_inverse_sqrt_degree(colptr, row, x.dtype)
+            if gcn_norm is None
+            else gcn_norm
+        )
+        if scale.dtype != x.dtype or scale.shape != (num_nodes,):
+            raise ValueError(f"gcn_norm must be {x.dtype} [{num_nodes}], like x")
     else:
-        # Never read; one dtype keeps a single compiled specialisation.
-        scale = np.empty(0, np.float32)
+        # Never read; x's dtype keeps one compiled specialisation per dtype.
+        scale = np.empty(0, x.dtype)
     tail = _rows_spill_a_line(x)
     # Dynamic chunks, not Numba's default of one static slice per thread:
     # hubs would unbalance that. (Set here: inside the kernel it blocks caching.)
@@ -371,20 +398,22 @@ def gather_rows(x: np.ndarray, index: np.ndarray, out: np.ndarray) -> np.ndarray
 
 
 def _rows_spill_a_line(x: np.ndarray) -> bool:
-    """Whether some row of ``x`` touches more lines than ``ceil(F / _LINE)``."""
+    """Whether some row of ``x`` spans more cache lines than its width needs."""
     width = x.shape[1]
     address = x.ctypes.data
     if address % x.itemsize:
         return True
     # Rows start at offsets phase + u * F (in elements, modulo a line): the
     # largest of these is the worst case.
-    phase = address % (_LINE * x.itemsize) // x.itemsize
-    step = math.gcd(width, _LINE)
-    worst = _LINE - step + phase % step
-    return worst + width > _LINE * -(-width // _LINE)
+    line = _LINE_BYTES // x.itemsize
+    phase = address % _LINE_BYTES // x.itemsize
+    step = math.gcd(width, line)
+    worst = line - step + phase % step
+    return worst + width > line * -(-width // line)
 
 
 _INDEX_DTYPES = (np.int32, np.int64)
+_FLOAT_DTYPES = (np.float32, np.float64)
 
 
 def _check_csc(colptr: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -397,6 +426,13 @@ def _check_csc(colptr: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndar
     # PyG's to_csc keeps an int32 edge_index's dtype in colptr; widening it
     # (N + 1 entries) keeps one compiled specialisation.
     return np.ascontiguousarray(colptr, dtype=np.int64), np.ascontiguousarray(row)
+
+
+def _check_float(dtype: npt.DTypeLike, name: str) -> np.dtype:
+    # The kernels are compiled for these two; PyG models run in either.
+    if np.dtype(dtype) not in _FLOAT_DTYPES:
+        raise ValueError(f"{name} must be float32 or float64, got {np.dtype(dtype)}")
+    return np.dtype(dtype)
 
 
 def _check_rows(x: np.ndarray, num_rows: int) -> None:

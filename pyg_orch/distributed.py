@@ -18,9 +18,13 @@ Example:
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +48,7 @@ __all__ = [
     "broadcast_hot",
     "distributed_loader",
     "init_distributed",
+    "remove_orphans",
     "shard_seeds",
     "share_graph",
     "share_tensors",
@@ -52,6 +57,8 @@ __all__ = [
 
 #: Where the per-machine shared tensors live (a tmpfs on Linux).
 SHM_DIR = Path("/dev/shm")
+#: The start of every file name pyg_orch puts there.
+SHM_PREFIX = "pyg_orch-"
 
 
 def _as_index(input_nodes: Tensor) -> Tensor:
@@ -183,40 +190,119 @@ def share_tensors(
     """Places tensors in one machine's shared memory, once per machine.
 
     The local leader passes ``tensors``; it writes each to
-    ``folder/{name}.{key}`` (mapped with :func:`torch.from_file`,
-    ``shared=True``) and the shapes to ``folder/{name}.json``. After a
-    barrier the other local ranks (passing ``None``) map the same files;
-    after a second barrier the leader unlinks them, so nothing is left behind
-    while every rank keeps its mapping. The returned tensors are views of
-    the shared pages: they count as shared, not private, memory.
+    ``folder/pyg_orch-{name}.{key}`` (mapped with :func:`torch.from_file`,
+    ``shared=True``) and the shapes to ``folder/pyg_orch-{name}.json``.
+    After a barrier the other local ranks (passing ``None``) map the same
+    files; after a second barrier, when every rank has mapped them, the
+    leader unlinks them, so nothing is left behind while every rank keeps
+    its mapping. The leader unlinks them on an error too, and holds a lock
+    on ``folder/pyg_orch-{name}.lock`` meanwhile: files whose lock nobody
+    holds belong to a launch that died, and the next leader on the machine
+    removes them first (:func:`remove_orphans`). The returned tensors are
+    views of the shared pages: they count as shared, not private, memory.
 
     Example:
         >>> tensors = {"x": torch.ones(2, 2)}  # on the local leader, else None
         >>> shared = share_tensors(tensors, context, "run")  # doctest: +SKIP
     """
-    meta_path = folder / f"{name}.json"
-    shared: dict[str, Tensor] = {}
-    if context.is_local_leader:
-        if tensors is None:
-            raise ValueError("the local leader must pass the tensors to share")
-        meta = {}
-        for key, tensor in tensors.items():
-            mapped = _map(folder / f"{name}.{key}", tensor.dtype, tensor.numel())
-            mapped.copy_(tensor.reshape(-1))
-            shared[key] = mapped.view(tensor.shape)
-            meta[key] = [str(tensor.dtype).removeprefix("torch."), list(tensor.shape)]
-        meta_path.write_text(json.dumps(meta))
-    _barrier(context)
+    stem = folder / f"{SHM_PREFIX}{name}"
     if not context.is_local_leader:
-        for key, (dtype, shape) in json.loads(meta_path.read_text()).items():
-            numel = int(torch.Size(shape).numel())
-            mapped = _map(folder / f"{name}.{key}", getattr(torch, dtype), numel)
-            shared[key] = mapped.view(shape)
-    _barrier(context)
-    if context.is_local_leader:
-        for key in shared:
-            (folder / f"{name}.{key}").unlink(missing_ok=True)
-        meta_path.unlink(missing_ok=True)
+        _barrier(context)  # the leader has written the files
+        shared = _map_files(stem)
+        _barrier(context)  # every local rank has mapped them
+        return shared
+    if tensors is None:
+        raise ValueError("the local leader must pass the tensors to share")
+    remove_orphans(folder)
+    with _owned_files(stem):
+        shared = _write_files(tensors, stem)
+        _barrier(context)
+        _barrier(context)
+    return shared
+
+
+def remove_orphans(folder: Path = SHM_DIR) -> list[str]:
+    """Removes the shared files of launches that died while sharing.
+
+    A rank killed mid-share (out of memory, ``torchrun`` stopping the job)
+    never reaches the unlink in :func:`share_tensors`, and tmpfs files
+    outlive their processes. Each share's leader holds an ``flock`` on its
+    ``.lock`` file, which the kernel drops however the process ends; a lock
+    this call can take marks a dead share. Shares still running keep their
+    lock and are left alone, even those of another container that shares
+    ``/dev/shm`` (whose pids would not be visible here).
+
+    Args:
+        folder: where the shares live.
+
+    Returns:
+        The names of the shares removed.
+
+    Example:
+        >>> import tempfile
+        >>> remove_orphans(Path(tempfile.mkdtemp()))  # default: /dev/shm
+        []
+    """
+    removed = []
+    for lock in sorted(folder.glob(f"{SHM_PREFIX}*.lock")):
+        if _owner_is_gone(lock):
+            stem = lock.with_suffix("")
+            _unlink_share(stem)
+            removed.append(stem.name)
+    return removed
+
+
+def _owner_is_gone(lock: Path) -> bool:
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:  # gone already, or another user's
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        # Empty: its leader has just created it and is about to lock it.
+        return os.fstat(fd).st_size > 0
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _owned_files(stem: Path) -> Iterator[None]:
+    """Holds the share's lock while its files exist; unlinks them on exit."""
+    lock = os.open(f"{stem}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.write(lock, f"{os.getpid()}\n".encode())  # for whoever looks
+        yield
+    finally:
+        _unlink_share(stem)
+        os.close(lock)
+
+
+def _unlink_share(stem: Path) -> None:
+    for path in stem.parent.glob(f"{glob.escape(stem.name)}.*"):
+        path.unlink(missing_ok=True)
+
+
+def _write_files(tensors: dict[str, Tensor], stem: Path) -> dict[str, Tensor]:
+    shared, meta = {}, {}
+    for key, tensor in tensors.items():
+        mapped = _map(Path(f"{stem}.{key}"), tensor.dtype, tensor.numel())
+        mapped.copy_(tensor.reshape(-1))
+        shared[key] = mapped.view(tensor.shape)
+        meta[key] = [str(tensor.dtype).removeprefix("torch."), list(tensor.shape)]
+    Path(f"{stem}.json").write_text(json.dumps(meta))
+    return shared
+
+
+def _map_files(stem: Path) -> dict[str, Tensor]:
+    shared = {}
+    for key, (dtype, shape) in json.loads(Path(f"{stem}.json").read_text()).items():
+        numel = int(torch.Size(shape).numel())
+        mapped = _map(Path(f"{stem}.{key}"), getattr(torch, dtype), numel)
+        shared[key] = mapped.view(shape)
     return shared
 
 
@@ -275,13 +361,14 @@ def share_graph(
     Args:
         build: a function of no arguments that returns the graph.
         context: from :func:`init_distributed`.
-        name: the file-name prefix in ``/dev/shm`` (default: a fresh one).
+        name: the files' name in ``/dev/shm``, after ``pyg_orch-``
+            (default: a fresh one).
 
     Example:
         >>> from pyg_orch.datasets import load_cora
         >>> graph = share_graph(load_cora, context)  # doctest: +SKIP
     """
-    name = name or f"pyg_orch-{_run_id(context)}"
+    name = name or _run_id(context)
     tensors = None
     if context.is_local_leader:
         data = build()
@@ -348,7 +435,7 @@ def broadcast_hot(
     if context.is_local_leader:
         cache = HotCache(graph.colptr, graph.row, graph.data.x, hot)
         values = {kind: cache.values(kind)}
-    name = f"pyg_orch-hot-{_run_id(context)}"
+    name = f"hot-{_run_id(context)}"
     return hot, share_tensors(values, context, name)
 
 

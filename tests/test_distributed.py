@@ -8,9 +8,12 @@ several machines; the ranks share nothing but the files in /dev/shm.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,12 +46,16 @@ def _memory_kb() -> dict[str, int]:
     return fields
 
 
-def _worker(rank: int, port: int, out: str, job: str) -> None:
+def _join_env(rank: int, port: int) -> None:
     os.environ.update(
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
         WORLD_SIZE=str(WORLD_SIZE), LOCAL_RANK=str(rank),
         LOCAL_WORLD_SIZE=str(WORLD_SIZE),
     )  # fmt: skip
+
+
+def _worker(rank: int, port: int, out: str, job: str) -> None:
+    _join_env(rank, port)
     import torch.distributed as dist
 
     from pyg_orch import distributed as pd
@@ -182,3 +189,64 @@ def test_the_graph_is_shared_not_copied_per_rank(tmp_path):
     # to shared memory; what its allocator keeps of that build is not the
     # per-rank cost this test is about, so only its shared pages are checked.
     assert growth[0]["RssShmem"] > graph_kb * 0.9
+
+
+SHARED = {"x": torch.arange(12.0).view(3, 4), "empty": torch.empty(0, 5)}
+
+
+def _share_worker(rank: int, port: int, folder: str, name: str, doomed: int) -> None:
+    _join_env(rank, port)
+    import torch.distributed as dist
+
+    from pyg_orch import distributed as pd
+
+    context = pd.init_distributed("gloo")
+    if rank == doomed:
+        # Killed at its first barrier: the leader has written the files, no
+        # other rank has mapped them yet. os._exit runs no cleanup, as a
+        # SIGKILL from the OOM killer would not.
+        pd._barrier = lambda context: os._exit(1)
+    tensors = SHARED if context.is_local_leader else None
+    shared = pd.share_tensors(tensors, context, name, Path(folder))
+    assert all(torch.equal(shared[key], value) for key, value in SHARED.items())
+    dist.destroy_process_group()
+
+
+def _launch(folder: Path, name: str, doomed: int = -1) -> None:
+    args = (_free_port(), str(folder), name, doomed)
+    mp.spawn(_share_worker, args=args, nprocs=WORLD_SIZE)
+
+
+@pytest.fixture
+def shm_folder():
+    folder = Path(tempfile.mkdtemp(prefix="pytest-shm-", dir="/dev/shm"))
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("doomed", [0, 1], ids=["local-leader", "other-rank"])
+def test_a_rank_killed_mid_share_leaves_no_files_after_the_next_launch(
+    shm_folder, doomed
+):
+    with pytest.raises(mp.ProcessExitedException):
+        _launch(shm_folder, "dead", doomed)
+    left = sorted(path.name for path in shm_folder.iterdir())
+    print(f"rank {doomed} killed: {len(left)} files left {left}")
+    _launch(shm_folder, "next")  # each launch has its own name
+    # The next launch removed the dead one's files, and left none of its own.
+    assert list(shm_folder.iterdir()) == []
+
+
+def test_orphan_removal_spares_shares_still_running(tmp_path):
+    from pyg_orch.distributed import remove_orphans
+
+    for name in ("live", "dead"):
+        (tmp_path / f"pyg_orch-{name}.x").write_bytes(b"\0" * 64)
+        (tmp_path / f"pyg_orch-{name}.lock").write_text("1234\n")
+    (tmp_path / "other.lock").write_text("1\n")  # not ours
+    with open(tmp_path / "pyg_orch-live.lock") as live:
+        fcntl.flock(live, fcntl.LOCK_EX)  # as the live share's leader does
+        assert remove_orphans(tmp_path) == ["pyg_orch-dead"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "other.lock", "pyg_orch-live.lock", "pyg_orch-live.x",
+    ]  # fmt: skip

@@ -7,12 +7,14 @@ import time
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv, GINConv, GraphConv, SAGEConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models.basic_gnn import BasicGNN
+from torch_geometric.nn.norm import BatchNorm, DiffGroupNorm, InstanceNorm, LayerNorm
 from torch_geometric.sampler.utils import to_csc
 from tqdm.auto import tqdm
 
@@ -29,6 +31,16 @@ _KINDS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max"}
 # Aggregations torch.sparse.mm fuses (no message row per edge); others go
 # through PyG's edge-wise message passing.
 _FUSED = {"mean", "add", "sum"}
+# Norms that normalise each row on its own, whatever other rows are present.
+_ROW_NORMS = (
+    torch.nn.Identity,
+    torch.nn.LayerNorm,
+    torch.nn.RMSNorm,
+    torch.nn.GroupNorm,
+)
+# Norms with running statistics: row by row in eval mode, over the rows
+# present in training mode (and in eval mode without track_running_stats).
+_RUNNING_NORMS = (BatchNorm, torch.nn.BatchNorm1d, DiffGroupNorm, InstanceNorm)
 
 
 def cache_kind(conv: torch.nn.Module) -> str | None:
@@ -52,18 +64,46 @@ def cache_kind(conv: torch.nn.Module) -> str | None:
     return None
 
 
+def check_hot_convs(model: BasicGNN) -> None:
+    """Refuses a model whose layers hot vertices cannot serve as plain PyG would.
+
+    ``GCNConv`` normalises each edge by the degrees of its endpoints *in the
+    sampled batch*, as plain PyG does on a mini-batch. A hot vertex's last hop
+    is not sampled, so its degree there, and with it the normalisation of
+    every edge it sends to the layers above, would differ from the batch
+    with ``hot_ratio=0``: the outputs would be silently different.
+
+    Raises:
+        NotImplementedError: a layer is a ``GCNConv``.
+
+    Example:
+        >>> from torch_geometric.nn import GraphSAGE
+        >>> check_hot_convs(GraphSAGE(8, 16, num_layers=2))
+    """
+    for layer, conv in enumerate(model.convs):
+        if isinstance(conv, GCNConv):
+            raise NotImplementedError(
+                f"hot vertices cannot serve GCN exactly: layer {layer} "
+                f"({conv}) normalises every edge by the degrees its endpoints "
+                f"have in the sampled batch, and a hot vertex, whose last hop is "
+                f"not sampled, has other degrees there than with hot_ratio=0. "
+                f"Train GCN with hot_ratio=0, or use a conv whose aggregation "
+                f"does not depend on the batch (GraphSAGE, GIN, GraphConv)"
+            )
+
+
 def _csr(
-    src: Tensor, dst: Tensor, weight: Tensor | None, num_dst: int, num_src: int
+    src: Tensor, dst: Tensor, weight: Tensor, num_dst: int, num_src: int
 ) -> Tensor:
-    """A ``[num_dst, num_src]`` CSR adjacency, duplicates kept as entries."""
+    """A ``[num_dst, num_src]`` CSR adjacency, duplicates kept as entries.
+
+    ``weight`` holds the entries, in the dtype of the features they multiply.
+    """
     if dst.numel() > 1 and bool((dst[1:] < dst[:-1]).any()):
         order = torch.argsort(dst, stable=True)
-        src, dst = src[order], dst[order]
-        weight = weight[order] if weight is not None else None
+        src, dst, weight = src[order], dst[order], weight[order]
     crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
     torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=crow[1:])
-    if weight is None:
-        weight = torch.ones(src.numel(), device=src.device)
     return torch.sparse_csr_tensor(
         crow, src, weight, (num_dst, num_src), check_invariants=False
     )
@@ -90,6 +130,107 @@ def _cold_rows(num_rows: int, hot_index: Tensor) -> Tensor:
     cold = torch.ones(num_rows, dtype=torch.bool, device=hot_index.device)
     cold[hot_index] = False
     return cold
+
+
+def _row_wise(norm: torch.nn.Module) -> bool:
+    return isinstance(norm, _ROW_NORMS) or (
+        isinstance(norm, LayerNorm) and norm.mode == "node"
+    )
+
+
+def _running_statistics(norm: torch.nn.Module) -> bool:
+    return isinstance(norm, _RUNNING_NORMS) and all(
+        part.track_running_stats
+        for part in norm.modules()
+        if hasattr(part, "track_running_stats")
+    )
+
+
+def check_norms(model: BasicGNN) -> None:
+    """Refuses norms whose output depends on which rows a layer computes.
+
+    ``OrchModel`` computes each layer only for the rows the next layer needs,
+    and :meth:`OrchModel.inference` in chunks of nodes. A norm with
+    statistics over all rows of a layer (PyG's ``LayerNorm`` in its default
+    ``mode="graph"``, ``GraphNorm``, ``InstanceNorm``, ``PairNorm``, ...)
+    would silently differ from the plain model, so it is refused. Norms with
+    running statistics (``BatchNorm``) are exact in eval mode; in training
+    mode their statistics cover the rows computed, not every sampled row as
+    in ``model(batch.x, batch.edge_index)``, which is warned about.
+
+    Raises:
+        NotImplementedError: a norm is not known to normalise each row on its
+            own in eval mode.
+
+    Example:
+        >>> from torch_geometric.nn import GraphSAGE
+        >>> check_norms(GraphSAGE(8, 16, num_layers=2, norm="layer_norm"))
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: OrchModel cannot wrap a model with the norm LayerNorm(16, affine=True, mode=graph): its statistics span the rows of a layer (also in eval mode), but OrchModel computes each layer only for the rows the next layer needs (and inference() in chunks of nodes), so its outputs would differ from the plain model's. Use a norm that normalises each node on its own: norm='batch_norm', norm='layer_norm' with norm_kwargs={'mode': 'node'}, or norm=None
+    """  # noqa: E501 - a doctest's output is one line
+    training_only = None
+    for norm in model.norms:
+        if _row_wise(norm):
+            continue
+        if not _running_statistics(norm):
+            raise NotImplementedError(
+                f"OrchModel cannot wrap a model with the norm {norm}: its "
+                f"statistics span the rows of a layer (also in eval mode), but "
+                f"OrchModel computes each layer only for the rows the next "
+                f"layer needs (and inference() in chunks of nodes), so its "
+                f"outputs would differ from the plain model's. Use a norm that "
+                f"normalises each node on its own: norm='batch_norm', "
+                f"norm='layer_norm' with norm_kwargs={{'mode': 'node'}}, or "
+                f"norm=None"
+            )
+        training_only = type(norm).__name__
+    if training_only is not None:
+        warnings.warn(
+            f"OrchModel: in training mode, {training_only} normalises with the "
+            f"statistics of the rows OrchModel computes (those the next layer "
+            f"needs), not of every sampled row as model(batch.x, "
+            f"batch.edge_index) does, so training outputs and running "
+            f"statistics differ from the plain model's; eval mode is exact. "
+            f"norm='layer_norm' with norm_kwargs={{'mode': 'node'}} does not "
+            f"depend on the rows computed",
+            stacklevel=3,
+        )
+
+
+def check_dtype(x: Tensor, model_dtype: torch.dtype, hot: bool) -> None:
+    """Refuses features of another dtype than the model's parameters.
+
+    Plain PyG fails on such a pair too, deep inside a conv; this says why.
+
+    Args:
+        x: the features (``data.x`` or a batch's ``x``).
+        model_dtype: the dtype of the model's parameters.
+        hot: the features come with hot vertices, which need float32.
+
+    Raises:
+        TypeError: the dtypes differ.
+
+    Example:
+        >>> check_dtype(torch.ones(2, 3), torch.float64, hot=True)
+        Traceback (most recent call last):
+        ...
+        TypeError: hot vertices need float32 features (their aggregates are computed by a float32 kernel), but the model's parameters are torch.float64: use model.float(), or hot_ratio=0 to run in torch.float64 end to end
+    """  # noqa: E501 - a doctest's output is one line
+    if x.dtype == model_dtype:
+        return
+    if hot:
+        raise TypeError(
+            f"hot vertices need float32 features (their aggregates are "
+            f"computed by a float32 kernel), but the model's parameters are "
+            f"{model_dtype}: use model.float(), or hot_ratio=0 to run in "
+            f"{model_dtype} end to end"
+        )
+    raise TypeError(
+        f"the features are {x.dtype}, but the model's parameters are "
+        f"{model_dtype}: convert one of them (data.x = data.x.to({model_dtype}) "
+        f"or model.to({x.dtype}))"
+    )
 
 
 class OrchModel(torch.nn.Module):
@@ -121,9 +262,11 @@ class OrchModel(torch.nn.Module):
     ``loader.staleness`` training steps old, and treated as constants.
 
     Raises:
-        TypeError: ``model`` is not a ``BasicGNN``.
+        TypeError: ``model`` is not a ``BasicGNN``, or the loader's features
+            have another dtype than its parameters (see :func:`check_dtype`).
         NotImplementedError: the loader's explicitly chosen ``cache`` mode
-            cannot serve the bottom conv, or ``jk`` is set.
+            cannot serve the bottom conv, ``jk`` is set, or a norm's
+            statistics span the rows of a layer (see :func:`check_norms`).
 
     Example:
         >>> from torch_geometric.nn import GraphSAGE
@@ -150,13 +293,21 @@ class OrchModel(torch.nn.Module):
                 f"OrchModel does not support jumping knowledge yet "
                 f"(jk={model.jk_mode!r}); build the model with jk=None"
             )
+        check_norms(model)
         self.model = model
+        # In the model's mode, which inference() restores when it is done.
+        self.training = model.training
+        x = getattr(getattr(loader, "data", None), "x", None)
+        if isinstance(x, Tensor):
+            check_dtype(x, self.dtype, hot=loader.hot_ratio != 0)
         self.kinds = [cache_kind(conv) for conv in model.convs]
         # A hook-free copy of the bottom conv, the model of its snapshots,
         # when the loader runs in embedding mode.
         self._bottom_template: torch.nn.Module | None = None
+        # The loader serving this model made its embeddings for that version.
+        self._hot_version: int | None = None
         self._hot_rows: tuple[Tensor, Tensor] | None = None
-        self._graph_key: tuple[int, int, int] | None = None
+        self._graph_key: tuple[Any, ...] | None = None
         self._graph: tuple[Tensor, Tensor, Any] = ()
         for conv in model.convs:
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
@@ -167,6 +318,7 @@ class OrchModel(torch.nn.Module):
             self._serve_from(loader)
 
     def _serve_from(self, loader: OrchNeighborLoader) -> None:
+        check_hot_convs(self.model)
         conv, cache = self.model.convs[0], loader.cache
         if self.kinds[0] is None and cache.mode != "embedding":
             if cache.mode_chosen:
@@ -175,7 +327,6 @@ class OrchModel(torch.nn.Module):
                     f"cache={cache.mode!r}: its neighbour aggregation depends on "
                     f"weights. Use cache='embedding' (or leave cache unset)."
                 )
-            cache.mode = "embedding"
             warnings.warn(
                 f"OrchModel: the bottom layer {conv} aggregates with weights, so "
                 f"hot vertices use cache='embedding': its output, computed on "
@@ -183,22 +334,12 @@ class OrchModel(torch.nn.Module):
                 f"training steps old",
                 stacklevel=3,
             )
-        if cache.mode == "embedding":
+        if self.kinds[0] is None or cache.mode == "embedding":
             self._bottom_template = _without_hooks(conv).cpu()
-            cache.snapshot = self._bottom_snapshot
+            self._hot_version = loader.serve("embedding", self._bottom_snapshot)
             return
-        if cache.mode == "resample" and self.kinds[0] == "gcn":
-            raise NotImplementedError(
-                "cache='resample' serves mean, sum and max aggregations; GCN's "
-                "normalised sum is exact with cache='static', use that"
-            )
-        cache.kind = self.kinds[0]
-        if cache.mode == "static":
-            # Computed now, not during the first batch: before any worker
-            # process is forked, and outside the training time.
-            cache.values()
-            if cache.device is not None:
-                cache.device_values()
+        self._bottom_template = None
+        self._hot_version = loader.serve(self.kinds[0])
 
     def _bottom_snapshot(self) -> torch.nn.Module:
         # A CPU copy of the bottom conv's current weights, for the refresher
@@ -244,6 +385,11 @@ class OrchModel(torch.nn.Module):
         """The device of the wrapped model's parameters."""
         return next(self.model.parameters()).device
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the wrapped model's parameters, which it computes in."""
+        return next(self.model.parameters()).dtype
+
     def forward(self, batch: Data) -> Tensor:
         """Predictions for the seed nodes of ``batch``.
 
@@ -262,10 +408,12 @@ class OrchModel(torch.nn.Module):
                 f"layer ({self.model.num_layers}); got per-hop node counts "
                 f"{nodes_per_hop}"
             )
+        check_dtype(batch.x, self.dtype, hot="hot_index" in batch)
         x = batch.x.to(device, non_blocking=True)
         src, dst = batch.edge_index.to(device, non_blocking=True)
-        hot = None
+        hot, embedded = None, False
         if "hot_index" in batch and batch.hot_index.numel() > 0:
+            embedded = self._check_hot_values(batch)
             hot = (
                 batch.hot_index.to(device, non_blocking=True),
                 batch.hot_agg.to(device, non_blocking=True),
@@ -279,19 +427,44 @@ class OrchModel(torch.nn.Module):
             edges = (src[:num_edges], dst[:num_edges])
             if layer > 0 or hot is None:
                 x = self._layer(layer, x, num_dst, edges, gcn_weight, None)
-            elif self._bottom_template is not None:
+            elif embedded:
                 x = self._embedded_layer(x, num_dst, edges, gcn_weight, hot)
             else:
                 x = self._layer(layer, x, num_dst, edges, gcn_weight, hot)
             x = self._between_layers(layer, x)
         return x[: batch.batch_size]
 
+    def _check_hot_values(self, batch: Data) -> bool:
+        # Hot values are made for one model: refuse those made for another
+        # rather than compute with them. Returns whether they are embeddings.
+        kind, conv = batch.get("hot_kind"), self.model.convs[0]
+        if kind == "embedding":
+            if batch.get("hot_version") != self._hot_version:
+                raise ValueError(
+                    "this batch's hot rows are bottom-layer outputs computed "
+                    "from another model's weights (a loader serves the model "
+                    "wrapped with it last): wrap this model with "
+                    "OrchModel(model, loader) before drawing its batches"
+                )
+            return True
+        if kind != self.kinds[0]:
+            needed = self.kinds[0] or "embedding"
+            raise ValueError(
+                f"this batch's hot values are {kind!r} aggregates, but this "
+                f"model's bottom layer {conv} needs {needed!r} (a loader serves "
+                f"the model wrapped with it last): wrap this model with "
+                f"OrchModel(model, loader) before drawing its batches"
+            )
+        return False
+
     def _gcn_weights(self, src: Tensor, dst: Tensor, num_nodes: int):
         # GCN normalises by degrees of the whole batch graph, as the plain
         # model does when it runs untrimmed on the batch.
         if "gcn" not in self.kinds:
             return None
-        edge_index, weight = gcn_norm(torch.stack([src, dst]), None, num_nodes)
+        edge_index, weight = gcn_norm(
+            torch.stack([src, dst]), None, num_nodes, dtype=self.dtype
+        )
         return edge_index, weight
 
     def _layer(
@@ -322,7 +495,8 @@ class OrchModel(torch.nn.Module):
             cold = _cold_rows(num_dst, hot[0])
             src, dst = src[cold[dst]], dst[cold[dst]]
         if isinstance(conv.aggr, str) and conv.aggr in _FUSED:
-            adjacency, size = _csr(src, dst, None, num_dst, x.size(0)), None
+            ones = x.new_ones(src.numel())
+            adjacency, size = _csr(src, dst, ones, num_dst, x.size(0)), None
         else:
             adjacency, size = torch.stack([src, dst]), (x.size(0), num_dst)
         self._hot_rows = hot if hot is not None and hot[1] is not None else None
@@ -362,7 +536,8 @@ class OrchModel(torch.nn.Module):
         Each layer aggregates the previous layer's output over every node's
         whole neighbourhood with the Numba kernels (no message row per edge),
         then applies the layer's weights on the model's device, ``batch_size``
-        nodes at a time. Runs in eval mode. The graph's CSC form is built on
+        nodes at a time, in the model's dtype (float32 or float64; ``x`` is
+        converted to it). Runs in eval mode. The graph's CSC form is built on
         the first call and kept while ``edge_index`` stays the same tensor.
         Models whose convs the kernels cannot aggregate use PyG's own
         layer-wise inference instead.
@@ -395,12 +570,12 @@ class OrchModel(torch.nn.Module):
             self.train(training)
 
     def _numba_inference(self, data: Data, batch_size: int, progress: bool) -> Tensor:
-        colptr, row, gcn_norm_values = self._whole_graph(data)
-        x = data.x.float().contiguous()
+        x = data.x.to(self.dtype).contiguous()
+        colptr, row, gcn_norm_values = self._whole_graph(data, x.numpy().dtype)
         for layer in tqdm(range(self.model.num_layers), disable=not progress):
             chunks = []
             for nodes in torch.arange(data.num_nodes).split(batch_size):
-                agg = torch.empty(nodes.numel(), x.size(1))
+                agg = torch.empty(nodes.numel(), x.size(1), dtype=x.dtype)
                 aggregate(
                     colptr.numpy(), row.numpy(), x.numpy(), nodes.numpy(),
                     self.kinds[layer], agg.numpy(), gcn_norm_values,
@@ -409,14 +584,15 @@ class OrchModel(torch.nn.Module):
             x = torch.cat(chunks)
         return x
 
-    def _whole_graph(self, data: Data) -> tuple[Tensor, Tensor, Any]:
-        # The CSC form of the graph (and GCN's degrees), built once: evaluation
-        # runs on the same graph every epoch, and building sorts every edge.
-        key = (data.edge_index.data_ptr(), data.num_edges, data.num_nodes)
+    def _whole_graph(self, data: Data, dtype: np.dtype) -> tuple[Tensor, Tensor, Any]:
+        # The CSC form of the graph (and GCN's degrees in the features' numpy
+        # dtype), built once: evaluation runs on the same graph every epoch,
+        # and building sorts every edge.
+        key = (data.edge_index.data_ptr(), data.num_edges, data.num_nodes, dtype)
         if self._graph_key != key:
             colptr, row, _ = to_csc(data, device="cpu")
             norm = (
-                gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy())
+                gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy(), dtype)
                 if "gcn" in self.kinds
                 else None
             )
@@ -429,7 +605,7 @@ class OrchModel(torch.nn.Module):
         x, agg = x.to(device), agg.to(device)
         no_edges = torch.zeros(0, dtype=torch.long, device=device)
         everything = torch.arange(x.size(0), device=device)
-        empty_gcn = ((no_edges, no_edges), torch.zeros(0, device=device))
+        empty_gcn = ((no_edges, no_edges), x.new_zeros(0))
         out = self._layer(
             layer, x, x.size(0), (no_edges, no_edges), empty_gcn, (everything, agg)
         )

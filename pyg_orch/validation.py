@@ -11,9 +11,11 @@ repeated.
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
@@ -34,6 +36,28 @@ def _is_int(value: Any) -> bool:
 
 def _shape(tensor: Tensor) -> list[int]:
     return list(tensor.shape)
+
+
+def _check_not_uint8(tensor: Tensor, name: str) -> None:
+    # torch once used uint8 masks: a 0/1 uint8 tensor is ambiguous, and PyG
+    # reads it as the node ids 0 and 1.
+    if tensor.dtype == torch.uint8:
+        raise TypeError(
+            f"{name} is a torch.uint8 tensor, which could be a mask or node ids: "
+            f"pass {name}.bool() for a mask over the nodes or {name}.long() for "
+            f"node ids"
+        )
+
+
+def _id_range(ids: Tensor, name: str) -> tuple[int, int]:
+    # The smallest and largest id, by one min/max pass.
+    if ids.is_meta:
+        raise ValueError(
+            f"{name} is on the meta device, so it has a shape but no node ids: "
+            f"give the loader its real values (on the CPU)"
+        )
+    low, high = torch.aminmax(ids)
+    return int(low), int(high)
 
 
 def check_num_neighbors(num_neighbors: Any) -> None:
@@ -172,14 +196,16 @@ def check_device_cache(device_cache: Any) -> None:
 def check_hot_type(hot: Any) -> None:
     """Checks that a given hot set is a ``HotSet``, node ids or a boolean mask.
 
-    Its size and id range are checked against the graph when the loader
-    takes it.
+    A tensor must be 1-D and neither floating point nor ``uint8`` (which may
+    be meant as a mask or as ids). Its size and id range are checked against
+    the graph when the loader takes it.
 
     Args:
         hot: the ``hot`` argument of the loader.
 
     Raises:
-        TypeError: it is none of those.
+        TypeError: it is none of those, or ``uint8``.
+        ValueError: a tensor that is not 1-D.
 
     Example:
         >>> check_hot_type(torch.tensor([0, 5]))
@@ -192,6 +218,13 @@ def check_hot_type(hot: Any) -> None:
         return
     if isinstance(hot, Tensor):
         if hot.dtype == torch.bool or not (hot.is_floating_point() or hot.is_complex()):
+            _check_not_uint8(hot, "hot")
+            if hot.dim() != 1:
+                raise ValueError(
+                    f"hot must be 1-D (node ids, or a boolean mask with one entry "
+                    f"per node), got shape {_shape(hot)}; flatten a mask with "
+                    f"hot.view(-1)"
+                )
             return
         got = f"a tensor of {hot.dtype}"
     else:
@@ -262,8 +295,8 @@ def check_graph(data: Data) -> int:
         The number of nodes.
 
     Raises:
-        ValueError: no ``edge_index``, the wrong shape, or ids outside
-            ``[0, num_nodes)``.
+        ValueError: no ``edge_index``, the wrong shape, ids outside
+            ``[0, num_nodes)``, or on the meta device (no ids at all).
         TypeError: ``edge_index`` is not an integer tensor.
 
     Example:
@@ -307,7 +340,7 @@ def check_graph(data: Data) -> int:
         )
     num_nodes = data.num_nodes
     if edge_index.numel() > 0:
-        low, high = (int(v) for v in torch.aminmax(edge_index))
+        low, high = _id_range(edge_index, "data.edge_index")
         if low < 0:
             raise ValueError(
                 f"data.edge_index holds the negative node id {low}: ids must be "
@@ -326,14 +359,18 @@ def check_graph(data: Data) -> int:
 def check_input_nodes(input_nodes: Any, num_nodes: int) -> None:
     """Checks seed nodes: integer ids in ``[0, num_nodes)`` or a full mask.
 
+    An empty sequence means no seeds, as for ``NeighborLoader``.
+
     Args:
-        input_nodes: ``None`` (every node), node ids, or a boolean mask with
-            one entry per node.
+        input_nodes: ``None`` (every node), node ids, or a 1-D boolean mask
+            with one entry per node.
         num_nodes: nodes of the graph.
 
     Raises:
-        TypeError: neither integer ids nor a boolean mask.
-        ValueError: ids out of range, or a mask of the wrong length.
+        TypeError: neither integer ids nor a boolean mask, or ``uint8``
+            (which may be meant as either).
+        ValueError: ids out of range or on the meta device, or a mask of the
+            wrong shape.
 
     Example:
         >>> check_input_nodes(torch.tensor([0, 2]), num_nodes=3)
@@ -359,8 +396,19 @@ def check_input_nodes(input_nodes: Any, num_nodes: int) -> None:
                 "node ids 0 and 1; pass a boolean mask as a tensor "
                 "(torch.tensor(mask)) or give the seed ids"
             )
+    if nodes.dim() == 1 and nodes.numel() == 0:
+        # No seeds, as NeighborLoader takes them (torch makes [] a float32).
+        return
+    _check_not_uint8(nodes, "input_nodes")
     if nodes.dtype == torch.bool:
-        if nodes.dim() != 1 or nodes.numel() != num_nodes:
+        if nodes.dim() != 1:
+            # PyG would take the flattened (row, column) pairs of nonzero().
+            raise ValueError(
+                f"input_nodes is a boolean mask of shape {_shape(nodes)}, but a "
+                f"mask must be 1-D with one entry per node: flatten it with "
+                f"input_nodes.view(-1)"
+            )
+        if nodes.numel() != num_nodes:
             raise ValueError(
                 f"input_nodes is a boolean mask of {nodes.numel()} entries, but "
                 f"the graph has {num_nodes} nodes: give one entry per node (e.g. "
@@ -377,14 +425,57 @@ def check_input_nodes(input_nodes: Any, num_nodes: int) -> None:
             f"input_nodes must be a 1-D tensor of node ids, got shape "
             f"{_shape(nodes)}; flatten it with input_nodes.view(-1)"
         )
-    if nodes.numel() > 0:
-        low, high = (int(v) for v in torch.aminmax(nodes))
+    low, high = _id_range(nodes, "input_nodes")
+    if low < 0 or high >= num_nodes:
         bad = low if low < 0 else high
-        if low < 0 or high >= num_nodes:
-            raise ValueError(
-                f"input_nodes holds node id {bad}, outside [0, {num_nodes}) (the "
-                f"graph has {num_nodes} nodes); was it made for another graph?"
-            )
+        raise ValueError(
+            f"input_nodes holds node id {bad}, outside [0, {num_nodes}) (the "
+            f"graph has {num_nodes} nodes); was it made for another graph?"
+        )
+
+
+def feature_tensor(x: Any) -> Tensor | None:
+    """Node features as a tensor: a tensor as is, a NumPy array viewed in place.
+
+    A NumPy array (an :class:`numpy.memmap` too: how large graphs keep their
+    features on disk) becomes a tensor over the same memory, without a copy,
+    so the loader's kernels read rows where they lie.
+
+    Args:
+        x: the features ``data.x``.
+
+    Returns:
+        A tensor, or ``None`` when ``x`` is neither a tensor nor an array.
+
+    Raises:
+        TypeError: an array torch cannot view (its dtype, byte order or
+            strides).
+
+    Example:
+        >>> x = np.ones((3, 2), dtype=np.float32)
+        >>> feature_tensor(x).data_ptr() == x.ctypes.data
+        True
+        >>> feature_tensor(np.ones(2, dtype=">f4"))
+        Traceback (most recent call last):
+        ...
+        TypeError: data.x is a NumPy array torch cannot view in place (given numpy array has byte order different from the native byte order. Conversion between byte orders is currently not supported.): convert it, e.g. data.x = np.ascontiguousarray(data.x, dtype=np.float32)
+    """  # noqa: E501 - a doctest's output is one line
+    if isinstance(x, Tensor):
+        return x
+    if not isinstance(x, np.ndarray):
+        return None
+    try:
+        with warnings.catch_warnings():
+            # A read-only memmap warns that torch has no read-only tensors;
+            # nothing in pyg_orch writes to data.x.
+            warnings.filterwarnings("ignore", message=".*NumPy array is not writable")
+            return torch.from_numpy(x)
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            f"data.x is a NumPy array torch cannot view in place ({error}): "
+            f"convert it, e.g. data.x = np.ascontiguousarray(data.x, "
+            f"dtype=np.float32)"
+        ) from None
 
 
 def check_features(
@@ -396,18 +487,22 @@ def check_features(
 ) -> None:
     """Checks node features ``data.x`` for what the loader does with them.
 
+    A NumPy array is checked as the tensor :func:`feature_tensor` makes of it.
+
     Args:
         x: the features, or ``None``.
         num_nodes: nodes of the graph.
-        on_cpu: the loader gathers or aggregates them on the CPU (hot
-            vertices, ``device=``), so they must be there.
-        aggregated: hot vertices aggregate them with a float32 kernel.
+        on_cpu: the loader gathers them on the CPU (``device=``), so they must
+            be there, 2-D, not require grad, and of a dtype NumPy has.
+        aggregated: hot vertices aggregate them with a float32 kernel (on the
+            CPU, 2-D, not requiring grad).
         check_finite: also scan them for NaN and inf (one pass, in chunks).
 
     Raises:
         ValueError: the wrong number of rows, on a GPU when needed on the CPU,
-            or NaN/inf with ``check_finite``.
-        TypeError: not float32 where hot vertices aggregate them.
+            requiring grad where read outside autograd, or NaN/inf with
+            ``check_finite``.
+        TypeError: not a 2-D matrix, or of a dtype the kernels cannot read.
 
     Example:
         >>> check_features(torch.ones(3, 2), num_nodes=3, check_finite=True)
@@ -416,28 +511,65 @@ def check_features(
         ...
         ValueError: data.x holds 1 NaN or infinite value(s), the first in row 1: clean the features (e.g. data.x = torch.nan_to_num(data.x)) or leave check_finite=False
     """  # noqa: E501 - a doctest's output is one line
-    if not isinstance(x, Tensor):
+    x = feature_tensor(x)
+    if x is None:
         return
     if x.dim() == 0 or x.size(0) != num_nodes:
         raise ValueError(
             f"data.x must have one row per node: the graph has {num_nodes} nodes, "
             f"x has shape {_shape(x)}"
         )
-    if (on_cpu or aggregated) and x.device.type != "cpu":
+    if on_cpu or aggregated:
+        _check_cpu_readable(x, "hot vertices" if aggregated else "device=")
+    if aggregated and x.dtype != torch.float32:
+        raise TypeError(
+            f"data.x must be float32 for hot vertices (their aggregates are "
+            f"computed by a float32 kernel), got {x.dtype} features; convert "
+            f"them with data.x = data.x.float() or set hot_ratio=0"
+        )
+    if on_cpu and not _numpy_has(x.dtype):
+        raise TypeError(
+            f"data.x is {x.dtype}, which device= cannot gather (its kernel reads "
+            f"features through NumPy, which has no such type): store them as "
+            f"torch.float16 or torch.float32, or set device=None"
+        )
+    if check_finite and (x.is_floating_point() or x.is_complex()):
+        _check_finite(x)
+
+
+def _check_cpu_readable(x: Tensor, reader: str) -> None:
+    # The CPU kernels of hot vertices and device= read x's rows through
+    # NumPy, outside autograd.
+    if x.device.type != "cpu":
         raise ValueError(
             f"data.x is on {x.device}, but hot vertices and device= gather and "
             f"aggregate features on the CPU: keep data.x there (data.x = "
             f"data.x.cpu()); device= delivers each batch to the GPU"
         )
-    if aggregated and (x.dim() != 2 or x.dtype != torch.float32):
+    if x.dim() != 2:
+        fix = "data.x.view(-1, 1)" if x.dim() == 1 else "data.x.flatten(1)"
         raise TypeError(
-            f"data.x must be a float32 [num_nodes, num_features] matrix for hot "
-            f"vertices (their aggregates are computed by a float32 kernel), got "
-            f"{x.dtype} of shape {_shape(x)}; convert it with data.x = "
-            f"data.x.float() or set hot_ratio=0"
+            f"data.x must be a 2-D [num_nodes, num_features] matrix for "
+            f"{reader} (its kernels read it row by row), got shape {_shape(x)}; "
+            f"reshape it with data.x = {fix}, or set hot_ratio=0 and device=None"
         )
-    if check_finite and (x.is_floating_point() or x.is_complex()):
-        _check_finite(x)
+    if x.requires_grad:
+        raise ValueError(
+            f"data.x requires grad, but {reader} read it outside autograd, so "
+            f"no gradient would reach it: pass data.x = data.x.detach() when the "
+            f"features are not trained (e.g. they came out of a model run "
+            f"without torch.no_grad()); keep trained node features in the model "
+            f"(e.g. a torch.nn.Embedding), or set hot_ratio=0 and device=None"
+        )
+
+
+def _numpy_has(dtype: torch.dtype) -> bool:
+    # Asks torch itself: the list of types NumPy lacks grows with torch.
+    try:
+        torch.empty(0, dtype=dtype).numpy()
+    except TypeError:
+        return False
+    return True
 
 
 def _check_finite(x: Tensor) -> None:

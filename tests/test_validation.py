@@ -3,6 +3,7 @@
 import copy
 import inspect
 
+import numpy as np
 import pytest
 import torch
 from conftest import random_graph
@@ -157,6 +158,9 @@ BAD_INPUTS = [
     case("edge_index id negative",
          lambda: loader(graph(edge_index=torch.tensor([[0, -1], [1, 2]]))),
          ValueError, "edge_index", r"negative node id -1"),
+    case("edge_index on the meta device",
+         lambda: loader(graph(edge_index=EDGES.to("meta"))), ValueError,
+         "edge_index", r"on the meta device, so it has a shape but no node ids"),
     # input_nodes.
     case("input_nodes id too large",
          lambda: loader(input_nodes=torch.tensor([0, NUM_NODES])), ValueError,
@@ -180,6 +184,14 @@ BAD_INPUTS = [
          TypeError, "input_nodes", r"list of booleans"),
     case("input_nodes a string", lambda: loader(input_nodes="train"), TypeError,
          "input_nodes", r"tensor of node ids or a boolean mask .*got str"),
+    case("input_nodes mask 2-D",
+         lambda: loader(input_nodes=torch.ones(NUM_NODES, 1, dtype=torch.bool)),
+         ValueError, "input_nodes", rf"mask of shape \[{NUM_NODES}, 1\], but a "
+         r"mask must be 1-D .*input_nodes.view\(-1\)"),
+    case("input_nodes uint8",
+         lambda: loader(input_nodes=torch.ones(NUM_NODES, dtype=torch.uint8)),
+         TypeError, "input_nodes", r"torch.uint8 tensor, which could be a mask or "
+         r"node ids: pass input_nodes.bool\(\) .*input_nodes.long\(\)"),
     # Features.
     case("x integer, hot", lambda: loader(graph(x=GRAPH.x.long()), hot_ratio=0.2),
          TypeError, "data.x", r"float32 .* got torch.int64 .*data.x.float\(\)"),
@@ -211,6 +223,28 @@ BAD_INPUTS = [
          lambda: loader(graph(x=bad_x(float("-inf"), row=NUM_NODES - 1)),
                         check_finite=True),
          ValueError, "data.x", rf"first in row {NUM_NODES - 1}"),
+    case("x 3-D, hot",
+         lambda: loader(graph(x=GRAPH.x.view(NUM_NODES, 2, 4)), hot_ratio=0.2),
+         TypeError, "data.x", rf"2-D \[num_nodes, num_features\] matrix for hot "
+         rf"vertices .*got shape \[{NUM_NODES}, 2, 4\]; reshape it with data.x = "
+         r"data.x.flatten\(1\)"),
+    case("x a vector, device gather",
+         lambda: loader(graph(x=GRAPH.x[:, 0]), device="cpu"), TypeError, "data.x",
+         rf"2-D .* for device= .*got shape \[{NUM_NODES}\]; .*data.x.view\(-1, 1\)"),
+    case("x requiring grad, hot",
+         lambda: loader(graph(x=GRAPH.x.clone().requires_grad_()), hot_ratio=0.2),
+         ValueError, "data.x", r"requires grad, but hot vertices read it outside "
+         r"autograd.*data.x = data.x.detach\(\)"),
+    case("x requiring grad, device gather",
+         lambda: loader(graph(x=GRAPH.x.clone().requires_grad_()), device="cpu"),
+         ValueError, "data.x", r"requires grad, but device= read it .*detach\(\)"),
+    case("x bfloat16, device gather",
+         lambda: loader(graph(x=GRAPH.x.bfloat16()), device="cpu"), TypeError,
+         "data.x", r"torch.bfloat16, which device= cannot gather .*torch.float32"),
+    case("x a NumPy array torch cannot view",
+         lambda: loader(graph(x=GRAPH.x.numpy().astype(">f4"))), TypeError,
+         "data.x", r"NumPy array torch cannot view in place \(.*byte order.*\): "
+         r"convert it, e.g. data.x = np.ascontiguousarray"),
     # A given hot set.
     case("hot mask of another graph",
          lambda: loader(hot=torch.zeros(5, dtype=torch.bool)), ValueError,
@@ -222,6 +256,12 @@ BAD_INPUTS = [
          "hot", r"HotSet, a tensor of node ids or a boolean mask .*torch.float32"),
     case("hot a list", lambda: loader(hot=[1, 2]), TypeError,
          "hot", r"got list"),
+    case("hot mask 2-D",
+         lambda: loader(hot=torch.ones(NUM_NODES, 1, dtype=torch.bool)), ValueError,
+         "hot", rf"hot must be 1-D .*got shape \[{NUM_NODES}, 1\]; flatten a mask "
+         r"with hot.view\(-1\)"),
+    case("hot uint8", lambda: loader(hot=torch.ones(NUM_NODES, dtype=torch.uint8)),
+         TypeError, "hot", r"torch.uint8 tensor.*pass hot.bool\(\) .*hot.long\(\)"),
     # Heterogeneous graphs.
     case("HeteroData with hot vertices",
          lambda: OrchNeighborLoader(hetero(), [2], input_nodes="a", hot_ratio=0.2),
@@ -267,9 +307,16 @@ def test_there_are_many_genuinely_different_cases():
     assert len({param.id for param in BAD_INPUTS}) == len(BAD_INPUTS)
 
 
+def served(batches):
+    """``batches``, with a model wrapped around it: a hot loader yields only then."""
+    if batches.cache is not None:
+        OrchModel(GraphSAGE(8, 16, num_layers=2), batches)
+    return batches
+
+
 def first_batch(data, **kwargs):
     torch.manual_seed(0)
-    return next(iter(loader(data, **kwargs)))
+    return next(iter(served(loader(data, **kwargs))))
 
 
 @pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
@@ -294,6 +341,23 @@ def test_valid_edge_inputs_still_pass(hot_ratio):
     edgeless = graph(edge_index=torch.empty(2, 0, dtype=torch.long))
     assert first_batch(edgeless, hot_ratio=0.0).num_edges == 0
     loader(GRAPH, hot_ratio=hot_ratio, check_finite=True, device="cpu", prefetch=1)
+
+
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
+def test_a_numpy_integer_batch_size_is_taken_as_an_int(hot_ratio):
+    # DataLoader itself refuses anything but an int.
+    batch = first_batch(GRAPH, batch_size=np.int64(8), hot_ratio=hot_ratio)
+    assert torch.equal(batch.n_id, first_batch(GRAPH, hot_ratio=hot_ratio).n_id)
+    assert batch.batch_size == 8
+
+
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
+def test_an_empty_input_nodes_list_means_no_seeds_as_in_neighbor_loader(hot_ratio):
+    plain = NeighborLoader(
+        GRAPH, [5, 5, 5], input_nodes=[], neighbor_sampler=PLAIN_SAMPLER
+    )
+    assert list(plain) == []
+    assert list(served(loader(input_nodes=[], hot_ratio=hot_ratio))) == []
 
 
 def test_features_are_scanned_only_when_asked_and_only_where_used():
@@ -325,7 +389,7 @@ def test_checks_run_once_at_construction_not_per_batch(monkeypatch):
     )
     for kwargs in ({}, {"hot_ratio": 0.2, "prefetch": 2}):
         calls.update(arguments=0, graph=0)
-        with loader(**kwargs) as batches:
+        with served(loader(**kwargs)) as batches:
             assert sum(batch.batch_size for batch in batches) == NUM_NODES
             assert sum(batch.batch_size for batch in batches) == NUM_NODES
         assert calls == {"arguments": 1, "graph": 1}

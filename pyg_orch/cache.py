@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -56,7 +57,9 @@ class HotCache:
         self.slot = torch.full((num_nodes,), -1, dtype=torch.long)
         self.slot[self.hot_nodes] = torch.arange(self.hot_nodes.numel())
         self.mask = self.slot >= 0
-        self.kind = "mean"
+        # The aggregation the consuming model's bottom layer needs, or
+        # "embedding"; None until a model serves the loader (loader.serve).
+        self.kind: str | None = None
         self.mode = "static"
         # Whether the user chose the mode (else a model may switch it), and
         # for embedding mode, what snapshots the bottom layer (set by the model).
@@ -82,12 +85,23 @@ class HotCache:
         Returns:
             ``float32[num_hot, F]``, computed on first request.
         """
-        kind = self.kind if kind is None else kind
-        if kind not in AGGREGATIONS:
-            raise ValueError(f"kind must be one of {AGGREGATIONS}, got {kind!r}")
+        kind = self._kind(kind)
         if kind not in self._values:
             self._values[kind] = self._aggregate(kind)
         return self._values[kind]
+
+    def _kind(self, kind: str | None) -> str:
+        # The requested aggregation, or the served one.
+        kind = self.kind if kind is None else kind
+        if kind is None:
+            raise RuntimeError(
+                "no model serves this hot cache yet, so the aggregation its "
+                "values need is unknown: wrap the model with OrchModel(model, "
+                "loader) (or call loader.serve(kind))"
+            )
+        if kind not in AGGREGATIONS:
+            raise ValueError(f"kind must be one of {AGGREGATIONS}, got {kind!r}")
+        return kind
 
     def computed(self) -> dict[str, Tensor]:
         """The values computed so far, by kind (for a checkpoint).
@@ -95,7 +109,8 @@ class HotCache:
         Example:
             >>> cache = HotCache(torch.tensor([0, 1]), torch.tensor([0]),
             ...                  torch.ones(1, 2), hot_nodes=torch.tensor([0]))
-            >>> list(cache.computed()), list((cache.values(), cache.computed())[1])
+            >>> before = list(cache.computed())
+            >>> before, list((cache.values("mean"), cache.computed())[1])
             ([], ['mean'])
         """
         return dict(self._values)
@@ -104,15 +119,10 @@ class HotCache:
         """Takes values saved by :meth:`computed` instead of computing them.
 
         Raises:
-            ValueError: a value has the wrong shape for this cache.
+            ValueError: a value has the wrong shape or dtype for this cache.
         """
         for kind, value in values.items():
-            if value.shape != (self.num_hot, self.x.size(1)):
-                raise ValueError(
-                    f"saved {kind!r} hot values have shape {tuple(value.shape)}, "
-                    f"this cache needs ({self.num_hot}, {self.x.size(1)}); were "
-                    f"they saved for another graph or hot set?"
-                )
+            check_hot_values(value, self.num_hot, self.x, f"saved {kind!r} hot values")
         self._values = dict(values)
         self._device_values = {}
 
@@ -193,21 +203,23 @@ class HotCache:
         edge_index = torch.stack([torch.from_numpy(row), torch.from_numpy(col)])
         return torch.from_numpy(node), edge_index
 
-    def resample(self, fanout: int, seed: int) -> Tensor:
+    def resample(self, fanout: int, seed: int, kind: str | None = None) -> Tensor:
         """The ``kind`` aggregation of every hot vertex over sampled neighbours.
 
         What ``resample`` mode serves: up to ``fanout`` in-neighbours per hot
-        vertex, drawn anew for every ``seed``, aggregated with the cache's
-        ``kind`` (``mean``, ``sum`` or ``max``), in ``hot_nodes`` order.
+        vertex, drawn anew for every ``seed``, aggregated with ``kind``
+        (``mean``, ``sum`` or ``max``; the cache's ``kind`` if ``None``), in
+        ``hot_nodes`` order.
 
         Example:
             >>> colptr, row = torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 0])
             >>> cache = HotCache(colptr, row, torch.tensor([[1.0], [2.0], [4.0]]),
             ...                  hot_nodes=torch.tensor([0]))
-            >>> cache.resample(fanout=-1, seed=0).tolist()
+            >>> cache.resample(fanout=-1, seed=0, kind="mean").tolist()
             [[3.0]]
         """
-        if self.kind == "gcn":
+        kind = self._kind(kind)
+        if kind == "gcn":
             raise NotImplementedError(
                 "cache='resample' serves mean, sum and max aggregations; GCN's "
                 "normalised sum is exact in cache='static' mode, use that"
@@ -227,7 +239,7 @@ class HotCache:
             n_id[src[order]].numpy(),
             self.x.numpy(),
             self.hot_nodes.numpy(),
-            self.kind,
+            kind,
             out.numpy(),
         )
         return out
@@ -255,6 +267,40 @@ class HotCache:
                 n_id, edge_index = self.sample_neighborhood(nodes, fanout, chunk_seed)
                 chunks.append(layer(self.x[n_id], edge_index)[: nodes.numel()])
         return torch.cat(chunks) if chunks else self.x.new_zeros(0, self.x.size(1))
+
+
+def check_hot_values(values: Any, num_hot: int, x: Tensor, name: str) -> None:
+    """Raises a :class:`ValueError` naming ``name`` unless ``values`` fit a cache.
+
+    Hot values of a cache hold one row per hot vertex, in the features' width
+    and dtype; others were made for another graph or hot set.
+
+    Args:
+        values: the values to check.
+        num_hot: the cache's number of hot vertices.
+        x: the features the cache aggregates.
+        name: what ``values`` are, for the message.
+
+    Example:
+        >>> check_hot_values(torch.zeros(2, 3), 2, torch.zeros(5, 3), "values")
+        >>> check_hot_values(torch.zeros(2, 3), 4, torch.zeros(5, 3), "values")
+        Traceback (most recent call last):
+        ...
+        ValueError: values must be a tensor of shape (4, 3) and dtype torch.float32 (4 hot vertices, 3 features), got (2, 3) torch.float32; were they saved for another graph or hot set?
+    """  # noqa: E501 - a doctest's output is one line
+    shape = (num_hot, x.size(1))
+    if isinstance(values, Tensor) and values.shape == shape and values.dtype == x.dtype:
+        return
+    got = (
+        f"{tuple(values.shape)} {values.dtype}"
+        if isinstance(values, Tensor)
+        else type(values).__name__
+    )
+    raise ValueError(
+        f"{name} must be a tensor of shape {shape} and dtype {x.dtype} ({num_hot} "
+        f"hot vertices, {x.size(1)} features), got {got}; were they saved for "
+        f"another graph or hot set?"
+    )
 
 
 def gather(values: Tensor, slots: Tensor) -> Tensor:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import time
 import weakref
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +18,8 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.sampler.base import SubgraphType
 
-from pyg_orch.cache import FeatureCache, HotCache, gather
+from pyg_orch.cache import AGGREGATIONS, FeatureCache, HotCache, gather
+from pyg_orch.checkpoint import check_saved_weights, check_state, loader_identity
 from pyg_orch.hotness import (
     AUTO_RATIOS,
     HotRatioTuning,
@@ -33,8 +37,8 @@ from pyg_orch.pipeline import (
     PipelineStats,
     refresh_seed,
 )
-from pyg_orch.sampling import OrchNeighborSampler
-from pyg_orch.validation import check_loader_arguments
+from pyg_orch.sampling import OrchNeighborSampler, drawing_from
+from pyg_orch.validation import check_loader_arguments, feature_tensor
 
 # Share of free GPU memory a device_cache="auto" takes; the rest is left to
 # training (activations, gradients, the allocator's slack).
@@ -75,6 +79,11 @@ class EpochPlan:
         generator_state: the sampler's generator state at the epoch's start.
         refresh_seed: the base seed of the hot refresher's buffers.
         start: the first batch to yield (non-zero when resumed).
+        refreshes: the hot buffers started and still needed, ``version ->
+            (step, weights)``: the training step each was started at, and the
+            bottom layer's ``state_dict()`` it is computed from (``None`` in
+            resample mode). Kept up to date by the refresher, so that a
+            checkpoint resumes them as they were.
 
     Example:
         >>> EpochPlan([[0, 1], [2]], torch.Generator().get_state(), 7).start
@@ -85,49 +94,94 @@ class EpochPlan:
     generator_state: Tensor
     refresh_seed: int
     start: int = 0
+    refreshes: dict[int, tuple[int, Any]] = field(default_factory=dict)
 
 
-@dataclass
+# Per-batch statistics kept by LoaderStats: the totals cover every batch, this
+# many of the latest are kept one by one, so a long run's memory stays flat.
+STATS_HISTORY = 4096
+
+
 class LoaderStats:
     """Per-batch statistics of a loader, kept in the process that filters.
 
     With ``filter_per_worker=True`` batches are filtered in worker processes,
-    so their statistics stay there.
+    so their statistics stay there. Totals cover every batch since the last
+    :meth:`reset`; only the latest ``history`` batches are kept one by one.
+
+    Args:
+        history: how many of the latest batches :attr:`batches` keeps.
 
     Attributes:
-        batches: statistics of each batch since the last :meth:`reset`.
+        batches: statistics of the latest batches, oldest first.
+        count: batches since the last :meth:`reset`.
 
     Example:
-        >>> stats = LoaderStats([BatchStats([2, 4], [4], 1, 64, 0.5, 0.25)])
+        >>> stats = LoaderStats()
+        >>> stats.add(BatchStats([2, 4], [4], 1, 64, 0.5, 0.25))
+        >>> stats.count, stats.mean()["nodes"]
+        (1, 6.0)
         >>> stats.reset()
-        >>> stats.batches
+        >>> list(stats.batches)
         []
     """
 
-    batches: list[BatchStats] = field(default_factory=list)
+    def __init__(self, history: int = STATS_HISTORY) -> None:
+        self.batches: deque[BatchStats] = deque(maxlen=history)
+        self.count = 0
+        self._totals = dict.fromkeys(_STAT_KEYS, 0.0)
+
+    def add(self, stats: BatchStats) -> None:
+        """Counts one batch."""
+        self.batches.append(stats)
+        self.count += 1
+        for key, value in _stat_values(stats).items():
+            self._totals[key] += value
 
     def reset(self) -> None:
         """Forgets all batches."""
         self.batches.clear()
+        self.count = 0
+        self._totals = dict.fromkeys(_STAT_KEYS, 0.0)
+
+    def totals(self) -> dict[str, float]:
+        """Nodes, edges, hot nodes, bytes and seconds summed over all batches.
+
+        Example:
+            >>> stats = LoaderStats()
+            >>> stats.add(BatchStats([2, 4], [4], 1, 64, 0.5, 0.25))
+            >>> stats.totals()["bytes_gathered"]
+            64.0
+        """
+        return dict(self._totals)
 
     def mean(self) -> dict[str, float]:
         """Mean nodes, edges, hot nodes, bytes and seconds per batch.
 
         Example:
-            >>> stats = LoaderStats([BatchStats([2, 4], [4], 1, 64, 0.5, 0.25)])
+            >>> stats = LoaderStats()
+            >>> stats.add(BatchStats([2, 4], [4], 1, 64, 0.5, 0.25))
             >>> stats.mean()["nodes"], stats.mean()["sample_seconds"]
             (6.0, 0.5)
         """
-        count = max(len(self.batches), 1)
-        total = {
-            "nodes": sum(sum(b.nodes_per_hop) for b in self.batches),
-            "edges": sum(sum(b.edges_per_hop) for b in self.batches),
-            "hot": sum(b.num_hot for b in self.batches),
-            "bytes_gathered": sum(b.bytes_gathered for b in self.batches),
-            "sample_seconds": sum(b.sample_seconds for b in self.batches),
-            "gather_seconds": sum(b.gather_seconds for b in self.batches),
-        }
-        return {key: value / count for key, value in total.items()}
+        count = max(self.count, 1)
+        return {key: value / count for key, value in self._totals.items()}
+
+
+_STAT_KEYS = (
+    "nodes", "edges", "hot", "bytes_gathered", "sample_seconds", "gather_seconds"
+)  # fmt: skip
+
+
+def _stat_values(stats: BatchStats) -> dict[str, float]:
+    return {
+        "nodes": sum(stats.nodes_per_hop),
+        "edges": sum(stats.edges_per_hop),
+        "hot": stats.num_hot,
+        "bytes_gathered": stats.bytes_gathered,
+        "sample_seconds": stats.sample_seconds,
+        "gather_seconds": stats.gather_seconds,
+    }
 
 
 class OrchNeighborLoader(NeighborLoader):
@@ -166,7 +220,9 @@ class OrchNeighborLoader(NeighborLoader):
     manager, or call :meth:`close`, to stop its threads early.
 
     Args:
-        data: the graph, a :class:`~torch_geometric.data.Data` object.
+        data: the graph, a :class:`~torch_geometric.data.Data` object. Its
+            features ``x`` may be a NumPy array (an :class:`numpy.memmap`
+            too), which is read in place.
         num_neighbors: neighbours to sample per node, one entry per hop
             (``-1``: all of them).
         hot_ratio: fraction of all vertices to make hot, in ``[0, 1]``.
@@ -201,14 +257,19 @@ class OrchNeighborLoader(NeighborLoader):
     Example:
         >>> from pyg_orch.datasets import load_cora
         >>> data = load_cora()
+        >>> from torch_geometric.nn import GraphSAGE
+        >>> from pyg_orch import OrchModel
         >>> loader = OrchNeighborLoader(data, num_neighbors=[10, 5],
         ...                             input_nodes=data.train_mask,
         ...                             batch_size=32, hot_ratio=0.2)
+        >>> model = OrchModel(GraphSAGE(data.num_features, 16, num_layers=2),
+        ...                   loader)  # serves the loader: mean aggregates
         >>> batch = next(iter(loader))
         >>> batch.batch_size, batch.hot_agg.size(1) == data.num_features
         (32, True)
         >>> with OrchNeighborLoader(data, [10, 5], batch_size=32, hot_ratio=0.2,
         ...                         cache="resample", prefetch=2) as loader:
+        ...     model = OrchModel(model.model, loader)
         ...     sum(batch.batch_size for batch in loader)
         2708
     """
@@ -239,6 +300,9 @@ class OrchNeighborLoader(NeighborLoader):
             prefetch=prefetch, device=device, device_cache=device_cache,
             check_finite=check_finite, **kwargs,
         )  # fmt: skip
+        if "batch_size" in kwargs:
+            # A NumPy int passes the check, but DataLoader takes only an int.
+            kwargs["batch_size"] = int(kwargs["batch_size"])
         staleness = 2 * super_batch - 1 if staleness is None else staleness
         if kwargs.get("neighbor_sampler") is None:
             kwargs["neighbor_sampler"] = OrchNeighborSampler(
@@ -249,7 +313,9 @@ class OrchNeighborLoader(NeighborLoader):
             )
         # With a device, the loader gathers x itself (page-locked, and only
         # the rows the feature cache lacks): PyG filters a graph without it.
-        self.features: Tensor | None = getattr(data, "x", None)
+        self.features = _features(
+            data, device is not None or hot is not None or hot_ratio != 0
+        )
         self.device = torch.device(device) if device is not None else None
         if self.device is not None and self.features is not None:
             num_nodes = data.num_nodes
@@ -266,12 +332,13 @@ class OrchNeighborLoader(NeighborLoader):
         self.cache: HotCache | None = None
         budget = self._device_budget(device_cache)
         self._hot_device_bytes = 0
-        # Weak: dropping the iterator must close its threads.
-        self._pipeline: weakref.ref[Pipeline] | None = None
-        self._epoch: EpochPlan | None = None
-        self._progress: PipelineStats | None = None
+        # The pipeline iterations started, with their epochs and counters.
+        self._iterations: list[
+            tuple[weakref.ref[Pipeline], EpochPlan, PipelineStats]
+        ] = []
         self._resume: EpochPlan | None = None
         self._cache_mode = cache
+        self._serve_version = 0
         self.tuning: HotRatioTuning | None = None
         if hot_ratio == "auto":
             # Scored now; the ratio is chosen when OrchModel wraps the model.
@@ -335,6 +402,86 @@ class OrchNeighborLoader(NeighborLoader):
         if 0 < hot.nodes.numel() * self._row_bytes() <= self._hot_device_bytes:
             self.cache.device = self.device
         sampler.hot_mask = self.cache.mask
+
+    def serve(self, kind: str, snapshot: Callable[[], Any] | None = None) -> int:
+        """Declares what the batches' hot values are for; :class:`OrchModel` calls it.
+
+        A hot loader yields no batch until it is served: a model that ignored
+        ``hot_index`` and ``hot_agg`` would train on hot vertices whose last
+        hop was never sampled. ``kind`` is the aggregation the consuming
+        model's bottom layer applies to raw features (``"mean"``, ``"sum"``
+        or ``"max"``), or ``"embedding"``: the hot rows hold the bottom
+        layer's whole output, computed on the CPU from ``snapshot()``, a copy
+        of the layer taken between optimizer steps. Each batch carries
+        ``hot_kind`` and ``hot_version`` (the serving it was made for), so a
+        model can refuse values made for another.
+
+        Args:
+            kind: one of :data:`~pyg_orch.cache.AGGREGATIONS` or
+                ``"embedding"``.
+            snapshot: for ``"embedding"``: returns the current bottom layer.
+
+        Returns:
+            The serving's version.
+
+        Raises:
+            ValueError: no hot vertices, or an unknown ``kind``.
+            NotImplementedError: ``kind`` does not fit an explicitly chosen
+                ``cache`` mode.
+
+        Example:
+            >>> from pyg_orch.datasets import load_cora
+            >>> loader = OrchNeighborLoader(load_cora(), [5], batch_size=64,
+            ...                             hot_ratio=0.1)
+            >>> version = loader.serve("mean")
+            >>> next(iter(loader)).hot_kind
+            'mean'
+        """
+        cache = self.cache
+        if cache is None:
+            raise ValueError(
+                "this loader has no hot vertices (hot_ratio=0 and no hot set): "
+                "there are no hot values to serve"
+            )
+        if kind == "embedding":
+            self._serve_embedding(cache, snapshot)
+        else:
+            self._serve_aggregation(cache, kind)
+        self._serve_version = next(_SERVINGS)
+        return self._serve_version
+
+    @staticmethod
+    def _serve_embedding(cache: HotCache, snapshot: Any) -> None:
+        if snapshot is None:
+            raise ValueError("serve('embedding') needs the snapshot of the layer")
+        if cache.mode_chosen and cache.mode != "embedding":
+            raise NotImplementedError(
+                f"the loader was built with cache={cache.mode!r}, which serves "
+                f"raw-feature aggregations, not layer outputs; build it with "
+                f"cache='embedding' (or leave cache unset)"
+            )
+        cache.mode, cache.kind, cache.snapshot = "embedding", "embedding", snapshot
+
+    def _serve_aggregation(self, cache: HotCache, kind: str) -> None:
+        if kind not in AGGREGATIONS:
+            raise ValueError(
+                f"kind must be one of {AGGREGATIONS} or 'embedding', got {kind!r}"
+            )
+        if cache.mode == "embedding":
+            if cache.mode_chosen:
+                raise NotImplementedError(
+                    "the loader was built with cache='embedding', which serves "
+                    "layer outputs; serve it with kind='embedding' or build it "
+                    "with another cache mode"
+                )
+            cache.mode = "static"  # an earlier model had switched it
+        cache.kind, cache.snapshot = kind, None
+        if cache.mode == "static":
+            # Computed now, not during the first batch: before any worker
+            # process is forked, and outside the training time.
+            cache.values()
+            if cache.device is not None:
+                cache.device_values()
 
     def tune_hot_ratio(
         self,
@@ -472,6 +619,13 @@ class OrchNeighborLoader(NeighborLoader):
                 "hot_ratio='auto' is chosen from measurements of the model: wrap "
                 "it with OrchModel(model, loader) before iterating"
             )
+        if self.cache is not None and self.cache.kind is None:
+            raise RuntimeError(
+                "this loader has hot vertices, whose last hop is not sampled: "
+                "their bottom-layer input is in batch.hot_agg, which only "
+                "OrchModel uses. Wrap the model with OrchModel(model, loader) "
+                "before iterating, or set hot_ratio=0 for a plain NeighborLoader"
+            )
         if not self.uses_pipeline:
             return super().__iter__()
         if self.num_workers > 0:
@@ -480,24 +634,26 @@ class OrchNeighborLoader(NeighborLoader):
                 "in pyg_orch's own threads, not in DataLoader worker processes: "
                 "set num_workers=0"
             )
-        self.close()
         epoch = self._resume or self._new_epoch()
-        self._resume, self._epoch = None, epoch
+        self._resume = None
         generator = torch.Generator()
         generator.set_state(epoch.generator_state)
         for _ in range(epoch.start):
             # Replays the sampler's one draw per batch already trained.
             torch.randint(0, 2**62, (1,), generator=generator)
-        self.node_sampler.generator = generator
-        refresher = self._refresher(epoch.refresh_seed, epoch.start)
-        produce = functools.partial(self._produce, refresher)
+        refresher = self._refresher(epoch)
+        served = (self.cache.kind, self._serve_version) if self.cache else None
+        produce = functools.partial(self._produce, refresher, served, generator)
         pipeline = Pipeline(
             epoch.jobs, produce, self.prefetch, refresher, self.device, epoch.start
         )
-        self._pipeline = weakref.ref(pipeline)
-        # The pipeline's counters, kept here: the position outlives the
-        # iterator (a loop left early, a dropped iterator).
-        self._progress = pipeline.stats
+        # Each iteration runs on its own, as NeighborLoader's do: a second
+        # iter(loader) (an evaluation pass, a peek) leaves the first alone.
+        # Weak: dropping an iterator must close its threads. The epoch and
+        # the pipeline's counters are kept beside it, for state_dict: the
+        # position outlives the iterator (a loop left early, a dropped one).
+        self._iterations = [i for i in self._iterations if i[0]() is not None]
+        self._iterations.append((weakref.ref(pipeline), epoch, pipeline.stats))
         return pipeline
 
     def _new_epoch(self) -> EpochPlan:
@@ -510,16 +666,17 @@ class OrchNeighborLoader(NeighborLoader):
         refresh_seed = int(torch.randint(0, 2**62, (1,)))
         return EpochPlan(jobs, generator.get_state(), refresh_seed)
 
-    def _refresher(self, base_seed: int, start: int) -> HotRefresher | None:
+    def _refresher(self, epoch: EpochPlan) -> HotRefresher | None:
         cache = self.cache
         if cache is None or cache.mode == "static":
             return None
-        fanout = self.hot_fanout
+        base_seed, fanout, kind = epoch.refresh_seed, self.hot_fanout, cache.kind
         if cache.mode == "resample":
             snapshot = None
 
             def compute(version: int, _: Any) -> Tensor:
-                return cache.resample(fanout, refresh_seed(base_seed, version))
+                seed = refresh_seed(base_seed, version)
+                return cache.resample(fanout, seed, kind=kind)
 
         else:
             if cache.snapshot is None:
@@ -527,9 +684,17 @@ class OrchNeighborLoader(NeighborLoader):
                     "cache='embedding' needs the model: wrap it with "
                     "OrchModel(model, loader) before iterating"
                 )
-            snapshot = cache.snapshot
+            # The refresher's payloads are the layer's weights, not layers, so
+            # that a checkpoint can save those of the buffers started. One
+            # layer computes them all, in the refresher thread.
+            layer = cache.snapshot()
+            check_saved_weights(layer, epoch.refreshes)
 
-            def compute(version: int, layer: Any) -> Tensor:
+            def snapshot() -> dict[str, Tensor]:
+                return cache.snapshot().state_dict()
+
+            def compute(version: int, weights: dict[str, Tensor]) -> Tensor:
+                layer.load_state_dict(weights)
                 return cache.embed(layer, fanout, refresh_seed(base_seed, version))
 
         return HotRefresher(
@@ -538,18 +703,27 @@ class OrchNeighborLoader(NeighborLoader):
             self.staleness,
             snapshot,
             seed=base_seed,
-            first_version=start // self.super_batch,
+            first_version=epoch.start // self.super_batch,
+            started=epoch.refreshes,
         )
 
     def _produce(
-        self, refresher: HotRefresher | None, index: int, seeds: list[int]
+        self,
+        refresher: HotRefresher | None,
+        served: tuple[str, int] | None,
+        generator: torch.Generator,
+        index: int,
+        seeds: list[int],
     ) -> tuple[Data, int | None]:
-        out = self.collate_fn(seeds)
+        with drawing_from(generator):
+            out = self.collate_fn(seeds)
         batch = out if self.filter_per_worker else self.filter_fn(out)
         created = None
         if refresher is not None:
             values = refresher.values(index)
             batch.hot_agg = gather(values.values, batch.hot_slot)
+            # The refresher serves what the loader served when it started.
+            batch.hot_kind, batch.hot_version = served
             created = values.created
             del batch.hot_slot
         if self.device is not None:
@@ -561,6 +735,7 @@ class OrchNeighborLoader(NeighborLoader):
         batch = batch.to(self.device, non_blocking=True)
         if "hot_slot" in batch:
             batch.hot_agg = self.cache.device_values()[batch.hot_slot]
+            batch.hot_kind, batch.hot_version = self.cache.kind, self._serve_version
             del batch.hot_slot
         if "x_cold" in batch:
             x = batch.x_cold.new_empty(batch.num_nodes, batch.x_cold.size(1))
@@ -572,19 +747,23 @@ class OrchNeighborLoader(NeighborLoader):
         return batch
 
     def close(self) -> None:
-        """Stops the background threads of the current iteration, if any."""
-        pipeline = self._pipeline() if self._pipeline is not None else None
-        if pipeline is not None:
-            pipeline.close()
-        self._pipeline = None
+        """Stops the background threads of every open iteration, if any."""
+        for pipeline, _, _ in self._iterations:
+            if pipeline() is not None:
+                pipeline().close()
+        self._iterations = []
 
     def state_dict(self) -> dict[str, Any]:
         """What it takes to resume training where it stopped.
 
-        The hot set (ids, scores, method), the chosen ``hot_ratio``, the hot
-        cache's mode, kind and computed values, and, when the current epoch
-        runs through the :class:`~pyg_orch.Pipeline`, its position: the batch
-        order, the seeds and the number of batches handed out. Save it with
+        What identifies the graph and the loader (sizes, fingerprints of the
+        edges, features and input nodes, and the batching arguments), the
+        hot set (ids, scores, method), the chosen ``hot_ratio``, the hot
+        cache's mode and computed values, and, when the current epoch runs
+        through the :class:`~pyg_orch.Pipeline`, its position: the batch
+        order, the seeds, the number of batches handed out, and the hot
+        buffers started for the rest of the epoch (in embedding mode, the
+        bottom layer's weights they are computed from). Save it with
         :func:`torch.save` next to the model's and optimizer's state dicts.
         Without a pipeline (``prefetch=0``, no ``device``, static cache), the
         position is ``None``: batches come from the global generator, as in
@@ -593,40 +772,77 @@ class OrchNeighborLoader(NeighborLoader):
         Returns:
             A dictionary of tensors and plain values.
 
+        Raises:
+            RuntimeError: ``hot_ratio="auto"`` is not chosen yet.
+
         Example:
             >>> from pyg_orch.datasets import load_cora
             >>> loader = OrchNeighborLoader(load_cora(), [5], batch_size=512,
             ...                             hot_ratio=0.1, prefetch=1)
+            >>> version = loader.serve("mean")  # what OrchModel(model, loader) does
             >>> with loader:
             ...     batch = next(iter(loader))
             ...     state = loader.state_dict()
             >>> state["position"]["next"], state["hot_nodes"].numel()
             (1, 271)
         """
-        position = None
-        epoch, progress = self._epoch, self._progress
-        if (
-            epoch is not None
-            and progress is not None
-            and progress.steps < len(epoch.jobs)
-        ):
-            position = {
-                "jobs": epoch.jobs,
-                "generator_state": epoch.generator_state,
-                "refresh_seed": epoch.refresh_seed,
-                "next": progress.steps,
-            }
-        cache = self.cache
+        if self.hot_ratio == "auto":
+            raise RuntimeError(
+                "hot_ratio='auto' is chosen when OrchModel(model, loader) wraps "
+                "the model: wrap it before state_dict()"
+            )
+        cache, hot = self.cache, self.hot
         return {
+            "identity": loader_identity(self),
             "hot_ratio": self.hot_ratio,
-            "hot_nodes": self.hot.nodes if self.hot is not None else None,
-            "hot_counts": self.hot.counts if self.hot is not None else None,
-            "hot_method": self.hot.method if self.hot is not None else None,
+            "hot_nodes": hot.nodes if hot is not None else None,
+            "hot_counts": hot.counts if hot is not None else None,
+            "hot_method": hot.method if hot is not None else None,
             "cache_mode": cache.mode if cache is not None else None,
-            "cache_kind": cache.kind if cache is not None else None,
             "cache_values": cache.computed() if cache is not None else {},
-            "position": position,
+            "position": self._position(),
         }
+
+    def _position(self) -> dict[str, Any] | None:
+        # A loaded position not resumed yet is the one to save again.
+        if self._resume is not None:
+            epoch, steps = self._resume, self._resume.start
+        elif (current := self._current_iteration()) is not None:
+            epoch, steps = current[0], current[1].steps
+        else:
+            return None
+        first_needed = steps // self.super_batch
+        return {
+            "jobs": epoch.jobs,
+            "generator_state": epoch.generator_state,
+            "refresh_seed": epoch.refresh_seed,
+            "next": steps,
+            "refreshes": {
+                version: started
+                for version, started in epoch.refreshes.items()
+                if version >= first_needed
+            },
+        }
+
+    def _current_iteration(self) -> tuple[EpochPlan, PipelineStats] | None:
+        # The epoch a checkpoint resumes: the one unfinished iteration still
+        # open, else the latest one left early (a loop broken out of).
+        unfinished = [
+            (pipeline() is not None, epoch, progress)
+            for pipeline, epoch, progress in self._iterations
+            if progress.steps < len(epoch.jobs)
+        ]
+        open_ones = [(epoch, steps) for alive, epoch, steps in unfinished if alive]
+        if len(open_ones) > 1:
+            raise RuntimeError(
+                f"{len(open_ones)} iterations of this loader are open and "
+                f"unfinished, and a checkpoint holds one epoch position: finish "
+                f"or drop the other iterators (e.g. an evaluation pass) before "
+                f"state_dict()"
+            )
+        if open_ones:
+            return open_ones[0]
+        return unfinished[-1][1:] if unfinished else None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores :meth:`state_dict`: the next iteration resumes there.
@@ -634,35 +850,46 @@ class OrchNeighborLoader(NeighborLoader):
         The hot set and the cache's values are taken as saved (nothing is
         presampled or aggregated again); with a saved position, the next
         ``iter(loader)`` yields the rest of the interrupted epoch, batch for
-        batch as the uninterrupted run would have. Build the loader with the
-        same graph and arguments as the saved one.
+        batch as the uninterrupted run would have, with the hot values it
+        would have had (also in embedding mode, from the weights saved with
+        the position). Build the loader with the same graph and arguments as
+        the saved one (``hot_ratio=0`` too: the checkpoint brings the hot
+        set). A model wrapped before keeps serving the loader; otherwise wrap
+        it after loading, as the loader yields no hot batch until then.
 
         Args:
             state: a dictionary from :meth:`state_dict`.
 
         Raises:
-            ValueError: the hot set was made for another graph.
+            ValueError: naming the key: the checkpoint was saved for another
+                graph or by a loader with other arguments, or a key is
+                missing, unknown, or holds a value of the wrong type or range.
+                Nothing is changed then.
         """
+        check_state(state, self, self._cache_mode)
+        served = self._serving()
         self.hot_ratio = state["hot_ratio"]
-        if state["hot_nodes"] is None:
-            self._use_hot(None)
-        else:
-            num_nodes = self.node_sampler.colptr.numel() - 1
-            saved = HotSet(state["hot_nodes"], state["hot_counts"], state["hot_method"])
-            self._use_hot(_as_hot_set(saved, num_nodes))
-            self.cache.mode, self.cache.kind = state["cache_mode"], state["cache_kind"]
-            self.cache.restore(state["cache_values"])
-        position = state["position"]
-        self._resume = (
-            None
-            if position is None
-            else EpochPlan(
-                position["jobs"],
-                position["generator_state"],
-                position["refresh_seed"],
-                position["next"],
-            )
+        nodes, counts = state["hot_nodes"], state["hot_counts"]
+        self._use_hot(
+            None if nodes is None else HotSet(nodes, counts, state["hot_method"])
         )
+        if self.cache is not None:
+            self.cache.mode = state["cache_mode"]
+            self.cache.restore(state["cache_values"])
+            if served is not None:
+                # The model serving the loader goes on serving the restored
+                # cache, as the same serving: it checks batches against it.
+                kind, snapshot, version = served
+                self.serve(kind, snapshot)
+                self._serve_version = version
+        self._resume = _epoch_plan(state["position"])
+
+    def _serving(self) -> tuple[str, Any, int] | None:
+        # The kind, snapshot and version a model serves the loader with.
+        cache = self.cache
+        if cache is None or cache.kind is None:
+            return None
+        return cache.kind, cache.snapshot, self._serve_version
 
     def __enter__(self) -> OrchNeighborLoader:
         return self
@@ -691,10 +918,11 @@ class OrchNeighborLoader(NeighborLoader):
                 # The values come from the refresher's buffer for this batch,
                 # or from the device (see _to_device).
                 batch.hot_index, batch.hot_slot = self._find_hot(batch, frontier)
+            batch.hot_kind, batch.hot_version = self.cache.kind, self._serve_version
         # Bidirectional subgraphs have no per-hop counts: one "hop" then.
         nodes_per_hop = getattr(batch, "num_sampled_nodes", None) or [batch.num_nodes]
         edges_per_hop = getattr(batch, "num_sampled_edges", None) or [batch.num_edges]
-        self.stats.batches.append(
+        self.stats.add(
             BatchStats(
                 nodes_per_hop=list(nodes_per_hop),
                 edges_per_hop=list(edges_per_hop),
@@ -729,6 +957,14 @@ class OrchNeighborLoader(NeighborLoader):
         batch.x_cached_index, batch.x_cached_slot = cached_index, cached_slot
 
 
+def _features(data: Any, read_by_kernels: bool) -> Tensor | None:
+    # NumPy features (an np.memmap: features on disk) are viewed, not copied.
+    # The kernels of hot vertices and device= read C-contiguous rows, so a
+    # strided view (e.g. the column slice x[:, :k]) is copied once, here.
+    x = feature_tensor(getattr(data, "x", None))
+    return x.contiguous() if x is not None and read_by_kernels else x
+
+
 def _default_hot_fanout(num_neighbors: Any, hot_fanout: int | None) -> int:
     # Checked by check_hot_fanout; None means the largest fan-out.
     if hot_fanout is not None:
@@ -737,6 +973,11 @@ def _default_hot_fanout(num_neighbors: Any, hot_fanout: int | None) -> int:
         return -1  # per-edge-type fan-outs: hot vertices need a homogeneous graph
     fanouts = list(getattr(num_neighbors, "values", num_neighbors))
     return -1 if -1 in fanouts else max(max(fanouts, default=1), 1)
+
+
+# Versions of loader.serve, unique in the process: a batch's hot_version names
+# the serving, whichever loader made it.
+_SERVINGS = itertools.count(1)
 
 
 # Arguments that NeighborLoader hands on to its NeighborSampler.
@@ -771,6 +1012,20 @@ def _as_hot_set(hot: HotSet | Tensor, num_nodes: int) -> HotSet:
         )
     counts = hot.counts if isinstance(hot, HotSet) else torch.zeros(0, dtype=torch.long)
     return HotSet(nodes, counts, hot.method if isinstance(hot, HotSet) else "given")
+
+
+def _epoch_plan(position: dict[str, Any] | None) -> EpochPlan | None:
+    # The epoch a checked position resumes.
+    if position is None:
+        return None
+    return EpochPlan(
+        position["jobs"],
+        position["generator_state"],
+        position["refresh_seed"],
+        position["next"],
+        # A copy: the refresher updates it as the epoch goes on.
+        dict(position["refreshes"]),
+    )
 
 
 def _num_hot(batch: Data) -> int:

@@ -93,6 +93,11 @@ class HotRefresher:
         seed: the base seed ``compute`` draws from, kept for reproduction.
         first_version: the first buffer to make (``start // super_batch`` for
             a pipeline resumed at batch ``start``).
+        started: the buffers started and still needed, ``version -> (step,
+            payload)``, kept up to date here so that a checkpoint can save
+            them. Those it holds at construction (a resumed epoch's, started
+            before the interruption) are made first, from the step and payload
+            they were started with, as in the uninterrupted run.
 
     Example:
         >>> refresher = HotRefresher(lambda k, _: torch.full((1,), k),
@@ -111,6 +116,7 @@ class HotRefresher:
         snapshot: Callable[[], Any] | None = None,
         seed: int | None = None,
         first_version: int = 0,
+        started: dict[int, tuple[int, Any]] | None = None,
     ) -> None:
         check_staleness(super_batch, staleness)
         self.super_batch, self.staleness, self.seed = super_batch, staleness, seed
@@ -118,7 +124,10 @@ class HotRefresher:
         self._requests: queue.Queue = queue.Queue()
         self._buffers: dict[int, HotValues] = {}
         self._changed = threading.Condition()
-        self._next_version = first_version
+        self.started = {} if started is None else started
+        for version, (step, payload) in sorted(self.started.items()):
+            self._requests.put((version, step, payload))
+        self._next_version = max([first_version, *(v + 1 for v in self.started)])
         self._error: BaseException | None = None
         self._closed = False
         self._thread = threading.Thread(
@@ -133,12 +142,15 @@ class HotRefresher:
     def on_step(self, step: int) -> None:
         """Starts the buffers due at training ``step``; called by the consumer."""
         self.raise_failure()
+        for version in [v for v in self.started if v < step // self.super_batch]:
+            del self.started[version]  # no batch from this step on reads it
         # At most the buffer in use and the next one exist at a time.
         newest = step // self.super_batch + 1
         while (
             self._next_version <= newest and self.start_step(self._next_version) <= step
         ):
             payload = self._snapshot() if self._snapshot is not None else None
+            self.started[self._next_version] = (step, payload)
             self._requests.put((self._next_version, step, payload))
             self._next_version += 1
 

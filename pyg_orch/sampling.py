@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,27 @@ def node_map(num_nodes: int) -> np.ndarray:
 
 
 _EMPTY_MASK = np.zeros(0, dtype=np.bool_)
+
+
+@contextlib.contextmanager
+def drawing_from(generator: torch.Generator) -> Iterator[None]:
+    """Makes samplers called in this thread draw their seeds from ``generator``.
+
+    Outside of it they draw from torch's global generator, as PyG's samplers
+    do. Each iteration of a loader's pipeline has its own generator, set
+    around each of its sampler calls, so two iterations (in one thread or in
+    two) never draw from each other's stream.
+
+    Example:
+        >>> with drawing_from(torch.Generator().manual_seed(0)):
+        ...     pass
+    """
+    previous = getattr(_scratch, "generator", None)
+    _scratch.generator = generator
+    try:
+        yield
+    finally:
+        _scratch.generator = previous
 
 
 def pyg_backend_available() -> bool:
@@ -118,9 +141,6 @@ class OrchNeighborSampler(NeighborSampler):
         self.use_pyg_backend = unsupported is not None
         # Nodes the last hop does not expand (hot nodes); set by the loader.
         self.hot_mask: Tensor | None = None
-        # Where batch seeds are drawn from: the global generator unless a
-        # pipeline sets its own (its thread must not draw from the global one).
-        self.generator: torch.Generator | None = None
         with warnings.catch_warnings():
             # PyG warns that sampling without pyg-lib is deprecated; this
             # class is the sampler that makes pyg-lib unnecessary.
@@ -136,7 +156,8 @@ class OrchNeighborSampler(NeighborSampler):
         if self.use_pyg_backend:
             return super()._sample(seed, seed_time, **kwargs)
         fanouts = np.asarray(self.num_neighbors.get_mapped_values(), dtype=np.int64)
-        random_seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
+        generator = getattr(_scratch, "generator", None)
+        random_seed = int(torch.randint(0, 2**62, (1,), generator=generator))
         node, row, col, edge, nodes_per_hop, edges_per_hop = sample_layers(
             self.colptr.numpy(),
             self.row.numpy(),

@@ -145,6 +145,12 @@ class TrainConfig:
                 f"model (--model) must be one of {sorted(MODELS)}, got {self.model!r}"
             )
         check_hot_ratio(self.hot_ratio, "hot_ratio (--hot-ratio)")
+        if self.model == "gcn" and self.hot_ratio != 0:
+            raise ValueError(
+                "model gcn (--model) cannot use hot vertices: GCN normalises by "
+                "the degrees in the sampled batch, which hot vertices change. "
+                "Use --hot-ratio 0 with gcn, or --model sage/gin/gat"
+            )
         check_hot_method(self.hot_method, "hot_method (--hot-method)")
         _check_fanouts(self.num_neighbors)
         for name, option in (

@@ -45,6 +45,7 @@ def test_every_public_class_and_function_has_an_example():
     modules = [
         "hotness", "cache", "pipeline", "loader", "model", "sampling",
         "datasets", "train", "kernels.aggregate", "validation", "distributed",
+        "checkpoint",
     ]  # fmt: skip
     missing = []
     for short in modules:

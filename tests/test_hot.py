@@ -16,6 +16,7 @@ from pyg_orch.hotness import (
     select_hot,
     top_fraction,
 )
+from pyg_orch.loader import STATS_HISTORY
 
 
 def power_law(num_nodes=2000, seed=0):
@@ -75,6 +76,7 @@ def test_last_hop_skips_hot_nodes_and_earlier_hops_do_not():
     loader = OrchNeighborLoader(
         data, num_neighbors=fanouts, batch_size=64, hot_ratio=0.2, shuffle=True
     )
+    loader.serve("mean")
     for batch in list(loader)[:5]:
         check_batch_with_hot(batch, data, fanouts, loader.cache.mask)
 
@@ -93,6 +95,7 @@ def test_hot_batches_are_valid_and_carry_full_neighbourhood_means(cora):
     loader = OrchNeighborLoader(
         cora, num_neighbors=[10, 5], batch_size=50, hot_ratio=0.2, shuffle=True
     )
+    loader.serve("mean")
     full_mean = scatter(cora.x[cora.edge_index[0]], cora.edge_index[1], 0,
                         cora.num_nodes, "mean")  # fmt: skip
     for batch in loader:
@@ -130,6 +133,8 @@ def test_fewer_last_hop_nodes_with_hot_vertices():
         loader = OrchNeighborLoader(
             data, num_neighbors=[10, 5, 5], batch_size=128, hot_ratio=ratio
         )
+        if ratio > 0:
+            loader.serve("mean")
         list(loader)
         sizes[ratio] = sum(b.nodes_per_hop[-1] for b in loader.stats.batches)
     assert sizes[0.2] < 0.9 * sizes[0.0]
@@ -139,8 +144,9 @@ def test_stats_describe_each_batch(cora):
     loader = OrchNeighborLoader(
         cora, num_neighbors=[5, 5], batch_size=500, hot_ratio=0.1
     )
+    loader.serve("mean")
     batches = list(loader)
-    assert len(loader.stats.batches) == len(batches)
+    assert len(loader.stats.batches) == loader.stats.count == len(batches)
     for batch, stats in zip(batches, loader.stats.batches, strict=True):
         assert stats.nodes_per_hop == batch.num_sampled_nodes
         assert stats.edges_per_hop == batch.num_sampled_edges
@@ -151,7 +157,7 @@ def test_stats_describe_each_batch(cora):
     mean = loader.stats.mean()
     assert mean["nodes"] == sum(b.num_nodes for b in batches) / len(batches)
     loader.stats.reset()
-    assert loader.stats.batches == []
+    assert list(loader.stats.batches) == [] and loader.stats.count == 0
 
 
 def test_given_hot_sets(cora):
@@ -187,6 +193,7 @@ def test_hot_batches_from_worker_processes(cora):
     loader = OrchNeighborLoader(
         cora, num_neighbors=[5, 5], batch_size=300, hot_ratio=0.2, num_workers=2
     )
+    loader.serve("mean")
     mean = scatter(cora.x[cora.edge_index[0]], cora.edge_index[1], 0,
                    cora.num_nodes, "mean")  # fmt: skip
     for batch in loader:
@@ -248,7 +255,7 @@ def test_auto_hot_ratio_is_chosen_when_the_model_is_wrapped():
     # Measuring trains nothing.
     assert all(torch.equal(before[k], v) for k, v in gnn.state_dict().items())
     assert all(parameter.grad is None for parameter in gnn.parameters())
-    assert loader.stats.batches == []
+    assert loader.stats.count == 0
     # The choice follows the measurements: device time only with hot vertices.
     chosen = loader.tune_hot_ratio(
         model._serve_from, lambda batch: 1.0 if "hot_index" in batch else 0.0
@@ -271,3 +278,17 @@ def test_auto_hot_ratio_is_only_for_the_loader():
         OrchNeighborLoader(data, [5, 3], batch_size=64, hot_ratio="fast")
     with pytest.raises(ValueError, match="hot_ratio must be"):
         select_hot(OrchNeighborSampler(data, [5]), torch.arange(10), "auto")
+
+
+def test_stats_memory_stays_flat_over_a_long_run():
+    data = random_graph(3000, 9000, seed=4)
+    loader = OrchNeighborLoader(data, [2], batch_size=1)
+    for _ in range(2):
+        for _ in loader:
+            pass
+    stats = loader.stats
+    assert stats.count == 6000
+    assert len(stats.batches) == STATS_HISTORY < stats.count
+    # Totals and means still cover every batch.
+    assert stats.totals()["nodes"] >= 6000
+    assert stats.mean()["nodes"] == stats.totals()["nodes"] / 6000

@@ -34,7 +34,8 @@ def test_without_hot_vertices_it_equals_the_plain_model(name, cora):
             assert torch.allclose(orch(batch), expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+# GCN is refused with hot vertices (see test_hot_serving.py).
+@pytest.mark.parametrize("name", ["sage", "gin"])
 def test_hot_forward_and_gradients_match_a_plain_torch_reference(name, cora):
     for data in (graph(), cora):
         torch.manual_seed(1)

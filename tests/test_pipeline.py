@@ -67,7 +67,7 @@ def test_staleness_bound_holds_under_random_delays(super_batch, staleness, prefe
 
 
 def resample_loader(graph, **kwargs):
-    return OrchNeighborLoader(
+    loader = OrchNeighborLoader(
         graph,
         num_neighbors=[4, 3],
         batch_size=16,
@@ -77,6 +77,8 @@ def resample_loader(graph, **kwargs):
         hot_fanout=3,
         **kwargs,
     )
+    loader.serve("mean")
+    return loader
 
 
 def test_resample_with_staleness_0_equals_a_synchronous_reference():
@@ -86,9 +88,9 @@ def test_resample_with_staleness_0_equals_a_synchronous_reference():
     rng = random.Random(0)
     resample = loader.cache.resample
 
-    def slow_resample(fanout, seed):
+    def slow_resample(fanout, seed, kind):
         jitter(rng)
-        return resample(fanout, seed)
+        return resample(fanout, seed, kind)
 
     loader.cache.resample = slow_resample
     torch.manual_seed(1)
@@ -293,12 +295,13 @@ def test_a_refresher_exception_reaches_the_training_loop_within_one_batch(cora):
     resample = loader.cache.resample
     versions = []
 
-    def failing(fanout, seed):
+    def failing(fanout, seed, kind):
         versions.append(seed)
         if len(versions) == 4:
             raise Boom("resampling failed")
-        return resample(fanout, seed)
+        return resample(fanout, seed, kind)
 
+    loader.serve("mean")
     loader.cache.resample = failing
     steps = 0
     with pytest.raises(RuntimeError, match="pyg_orch") as error:
@@ -315,6 +318,7 @@ def test_no_thread_is_left_running(cora, stop):
     loader = OrchNeighborLoader(
         cora, [5, 5], batch_size=16, hot_ratio=0.2, cache="resample", prefetch=4
     )
+    loader.serve("mean")
     if stop == "close":
         iterator = iter(loader)
         next(iterator)
@@ -363,8 +367,46 @@ def test_resample_mode_rejects_gcn(cora):
     loader = OrchNeighborLoader(
         cora, [5, 5], batch_size=16, hot_ratio=0.1, cache="resample"
     )
-    with pytest.raises(NotImplementedError, match="cache='static'"):
+    with pytest.raises(NotImplementedError, match="GCN with hot_ratio=0"):
         OrchModel(GCN(cora.num_features, 8, num_layers=2), loader)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"prefetch": 2},
+        {"device": "cpu"},
+        {"hot_ratio": 0.1, "cache": "resample", "super_batch": 2},
+        {"hot_ratio": 0.1, "cache": "embedding", "prefetch": 1},
+    ],
+)
+def test_a_second_iteration_leaves_the_first_one_whole(cora, kwargs):
+    def epoch(interrupt: bool):
+        torch.manual_seed(4)
+        loader = OrchNeighborLoader(cora, [5, 5], batch_size=300, shuffle=True,
+                                    **kwargs)  # fmt: skip
+        if loader.cache is not None:
+            model = GAT if kwargs["cache"] == "embedding" else GraphSAGE
+            OrchModel(model(cora.num_features, 8, num_layers=2), loader)
+        seen = []
+        with loader:
+            for step, batch in enumerate(loader):
+                seen.append(batch.n_id)
+                if interrupt and step == 1:
+                    next(iter(loader))  # a peek
+                    # An evaluation pass, whole, beside the open epoch.
+                    assert sum(b.batch_size for b in loader) == cora.num_nodes
+                    with pytest.raises(RuntimeError, match="2 iterations"):
+                        evaluation = iter(loader)
+                        next(evaluation)
+                        loader.state_dict()
+                    del evaluation
+        return seen
+
+    interrupted, whole = epoch(interrupt=True), epoch(interrupt=False)
+    assert len(whole) == len(interrupted) == -(-cora.num_nodes // 300)
+    for got, want in zip(interrupted, whole, strict=True):
+        assert torch.equal(got, want)
 
 
 def test_gat_in_embedding_mode_trains_as_well_as_plain_gat_on_cora(cora):

@@ -212,6 +212,8 @@ def loader_property(case) -> None:
         hot=hot,
     )
     mask = loader.cache.mask if loader.cache is not None else None
+    if mask is not None:
+        loader.serve("mean")
     inputs = []
     for batch in loader:
         seeds = batch.n_id[: batch.batch_size].tolist()

@@ -102,7 +102,7 @@ def test_evaluation_equals_full_batch_forward(cora, model):
 
 def test_hot_ratio_and_compare(capsys, cora):
     argv = ["train", "--epochs", "2", "--no-progress", "--hot-ratio", "0.2"]
-    assert main([*argv, "--compare", "--model", "gcn"]) == 0
+    assert main([*argv, "--compare", "--model", "gin"]) == 0
     out = capsys.readouterr().out
     assert "hot ratio 0.2 (presample)" in out
     assert re.search(r"^hot ratio 0\.2 +test accuracy 0\.\d{4}", out, re.M)
@@ -205,3 +205,9 @@ def test_python_dash_m_help():
     )
     assert completed.returncode == 0, completed.stderr
     assert "usage: pyg-orch train" in completed.stdout
+
+
+def test_gcn_with_hot_vertices_is_refused_by_name(capsys):
+    argv = ["train", "--epochs", "1", "--no-progress", "--hot-ratio", "0.2"]
+    assert main([*argv, "--model", "gcn"]) != 0
+    assert "--hot-ratio 0 with gcn" in capsys.readouterr().err

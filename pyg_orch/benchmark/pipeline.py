@@ -51,7 +51,8 @@ def _measure(
 
     def cpu_seconds() -> float:
         # Sampling and gathering, in whichever thread ran them.
-        return sum(b.sample_seconds + b.gather_seconds for b in loader.stats.batches)
+        totals = loader.stats.totals()
+        return totals["sample_seconds"] + totals["gather_seconds"]
 
     return timed_epoch(loader, model, optimizer, cpu, args.batches, cpu_seconds)
 

@@ -437,6 +437,7 @@ class OrchModel(torch.nn.Module):
     def _check_hot_values(self, batch: Data) -> bool:
         # Hot values are made for one model: refuse those made for another
         # rather than compute with them. Returns whether they are embeddings.
+        check_hot_convs(self.model)  # also for a model wrapped without a loader
         kind, conv = batch.get("hot_kind"), self.model.convs[0]
         if kind == "embedding":
             if batch.get("hot_version") != self._hot_version:

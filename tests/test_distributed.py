@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from pyg_orch.distributed import batches_per_rank, shard_seeds
+from pyg_orch.distributed import batches_per_rank, exit_without_teardown, shard_seeds
 
 WORLD_SIZE = 2
 
@@ -66,8 +66,10 @@ def _worker(rank: int, port: int, out: str, job: str) -> None:
         result = _train(context) if job == "train" else _memory(context)
         torch.save(result, Path(out) / f"rank{rank}.pt")
         dist.barrier()
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    exit_without_teardown()
 
 
 def _train(context) -> dict:
@@ -196,7 +198,6 @@ SHARED = {"x": torch.arange(12.0).view(3, 4), "empty": torch.empty(0, 5)}
 
 def _share_worker(rank: int, port: int, folder: str, name: str, doomed: int) -> None:
     _join_env(rank, port)
-    import torch.distributed as dist
 
     from pyg_orch import distributed as pd
 
@@ -209,7 +210,7 @@ def _share_worker(rank: int, port: int, folder: str, name: str, doomed: int) -> 
     tensors = SHARED if context.is_local_leader else None
     shared = pd.share_tensors(tensors, context, name, Path(folder))
     assert all(torch.equal(shared[key], value) for key, value in SHARED.items())
-    dist.destroy_process_group()
+    exit_without_teardown()
 
 
 def _launch(folder: Path, name: str, doomed: int = -1) -> None:

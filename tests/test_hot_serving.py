@@ -101,3 +101,13 @@ def test_gcn_with_hot_vertices_is_refused_and_exact_without():
     for batch in list(loader)[:3]:
         expected = model(batch.x, batch.edge_index)[: batch.batch_size]
         torch.testing.assert_close(orch(batch), expected, atol=1e-5, rtol=1e-4)
+
+
+def test_gcn_refuses_hot_batches_even_when_wrapped_without_the_loader():
+    data = graph()
+    loader = hot_loader(data)
+    loader.serve("gcn")  # e.g. pyg_orch.distributed serving shared GCN values
+    batch = next(iter(loader))
+    gcn = OrchModel(GCN(data.num_features, 8, num_layers=2))
+    with pytest.raises(NotImplementedError, match="GCN"):
+        gcn(batch)

@@ -98,8 +98,11 @@ def _worker(
                 seconds.append(float(elapsed))
         if rank == 0:
             torch.save({"seconds": seconds, "steps": steps}, out)
-    finally:
+        dist.barrier()
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    pd.exit_without_teardown()
 
 
 def _measure(world: int, threads: int, args: argparse.Namespace) -> dict:

@@ -404,7 +404,7 @@ class OrchNeighborLoader(NeighborLoader):
         sampler.hot_mask = self.cache.mask
 
     def serve(self, kind: str, snapshot: Callable[[], Any] | None = None) -> int:
-        """Declares what the batches' hot values are for; :class:`OrchModel` calls it.
+        """Declares what the batches' hot values are for (``OrchModel`` calls it).
 
         A hot loader yields no batch until it is served: a model that ignored
         ``hot_index`` and ``hot_agg`` would train on hot vertices whose last

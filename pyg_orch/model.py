@@ -150,7 +150,7 @@ def check_norms(model: BasicGNN) -> None:
     """Refuses norms whose output depends on which rows a layer computes.
 
     ``OrchModel`` computes each layer only for the rows the next layer needs,
-    and :meth:`OrchModel.inference` in chunks of nodes. A norm with
+    and :meth:`~pyg_orch.OrchModel.inference` in chunks of nodes. A norm with
     statistics over all rows of a layer (PyG's ``LayerNorm`` in its default
     ``mode="graph"``, ``GraphNorm``, ``InstanceNorm``, ``PairNorm``, ...)
     would silently differ from the plain model, so it is refused. Norms with
@@ -263,10 +263,12 @@ class OrchModel(torch.nn.Module):
 
     Raises:
         TypeError: ``model`` is not a ``BasicGNN``, or the loader's features
-            have another dtype than its parameters (see :func:`check_dtype`).
+            have another dtype than its parameters (see
+            :func:`~pyg_orch.model.check_dtype`).
         NotImplementedError: the loader's explicitly chosen ``cache`` mode
             cannot serve the bottom conv, ``jk`` is set, or a norm's
-            statistics span the rows of a layer (see :func:`check_norms`).
+            statistics span the rows of a layer (see
+            :func:`~pyg_orch.model.check_norms`).
 
     Example:
         >>> from torch_geometric.nn import GraphSAGE

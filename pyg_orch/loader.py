@@ -129,7 +129,7 @@ class LoaderStats:
     def __init__(self, history: int = STATS_HISTORY) -> None:
         self.batches: deque[BatchStats] = deque(maxlen=history)
         self.count = 0
-        self._totals = dict.fromkeys(_STAT_KEYS, 0.0)
+        self._totals = _stat_values(_NO_BATCH)
 
     def add(self, stats: BatchStats) -> None:
         """Counts one batch."""
@@ -142,7 +142,7 @@ class LoaderStats:
         """Forgets all batches."""
         self.batches.clear()
         self.count = 0
-        self._totals = dict.fromkeys(_STAT_KEYS, 0.0)
+        self._totals = _stat_values(_NO_BATCH)
 
     def totals(self) -> dict[str, float]:
         """Nodes, edges, hot nodes, bytes and seconds summed over all batches.
@@ -168,13 +168,8 @@ class LoaderStats:
         return {key: value / count for key, value in self._totals.items()}
 
 
-_STAT_KEYS = (
-    "nodes", "edges", "hot", "bytes_gathered", "sample_seconds", "gather_seconds"
-)  # fmt: skip
-
-
 def _stat_values(stats: BatchStats) -> dict[str, float]:
-    return {
+    values = {
         "nodes": sum(stats.nodes_per_hop),
         "edges": sum(stats.edges_per_hop),
         "hot": stats.num_hot,
@@ -182,6 +177,11 @@ def _stat_values(stats: BatchStats) -> dict[str, float]:
         "sample_seconds": stats.sample_seconds,
         "gather_seconds": stats.gather_seconds,
     }
+    return {key: float(value) for key, value in values.items()}
+
+
+# The totals before the first batch: zero for every statistic.
+_NO_BATCH = BatchStats([], [], 0, 0, 0.0, 0.0)
 
 
 class OrchNeighborLoader(NeighborLoader):
@@ -437,6 +437,12 @@ class OrchNeighborLoader(NeighborLoader):
             >>> next(iter(loader)).hot_kind
             'mean'
         """
+        self._apply_serving(kind, snapshot)
+        self._serve_version = next(_SERVINGS)
+        return self._serve_version
+
+    def _apply_serving(self, kind: str, snapshot: Callable[[], Any] | None) -> None:
+        # Sets the cache up for `kind`; the version is serve's to give.
         cache = self.cache
         if cache is None:
             raise ValueError(
@@ -447,8 +453,6 @@ class OrchNeighborLoader(NeighborLoader):
             self._serve_embedding(cache, snapshot)
         else:
             self._serve_aggregation(cache, kind)
-        self._serve_version = next(_SERVINGS)
-        return self._serve_version
 
     @staticmethod
     def _serve_embedding(cache: HotCache, snapshot: Any) -> None:
@@ -456,9 +460,10 @@ class OrchNeighborLoader(NeighborLoader):
             raise ValueError("serve('embedding') needs the snapshot of the layer")
         if cache.mode_chosen and cache.mode != "embedding":
             raise NotImplementedError(
-                f"the loader was built with cache={cache.mode!r}, which serves "
-                f"raw-feature aggregations, not layer outputs; build it with "
-                f"cache='embedding' (or leave cache unset)"
+                f"the bottom layer aggregates with weights, so its hot rows need "
+                f"layer outputs, but the loader was built with "
+                f"cache={cache.mode!r}, which serves raw-feature aggregations; "
+                f"build it with cache='embedding' (or leave cache unset)"
             )
         cache.mode, cache.kind, cache.snapshot = "embedding", "embedding", snapshot
 
@@ -735,7 +740,6 @@ class OrchNeighborLoader(NeighborLoader):
         batch = batch.to(self.device, non_blocking=True)
         if "hot_slot" in batch:
             batch.hot_agg = self.cache.device_values()[batch.hot_slot]
-            batch.hot_kind, batch.hot_version = self.cache.kind, self._serve_version
             del batch.hot_slot
         if "x_cold" in batch:
             x = batch.x_cold.new_empty(batch.num_nodes, batch.x_cold.size(1))
@@ -867,7 +871,8 @@ class OrchNeighborLoader(NeighborLoader):
                 Nothing is changed then.
         """
         check_state(state, self, self._cache_mode)
-        served = self._serving()
+        cache = self.cache
+        served = None if cache is None else (cache.kind, cache.snapshot)
         self.hot_ratio = state["hot_ratio"]
         nodes, counts = state["hot_nodes"], state["hot_counts"]
         self._use_hot(
@@ -876,20 +881,12 @@ class OrchNeighborLoader(NeighborLoader):
         if self.cache is not None:
             self.cache.mode = state["cache_mode"]
             self.cache.restore(state["cache_values"])
-            if served is not None:
+            if served is not None and served[0] is not None:
                 # The model serving the loader goes on serving the restored
-                # cache, as the same serving: it checks batches against it.
-                kind, snapshot, version = served
-                self.serve(kind, snapshot)
-                self._serve_version = version
+                # cache, as the same serving (version): it checks batches
+                # against it.
+                self._apply_serving(*served)
         self._resume = _epoch_plan(state["position"])
-
-    def _serving(self) -> tuple[str, Any, int] | None:
-        # The kind, snapshot and version a model serves the loader with.
-        cache = self.cache
-        if cache is None or cache.kind is None:
-            return None
-        return cache.kind, cache.snapshot, self._serve_version
 
     def __enter__(self) -> OrchNeighborLoader:
         return self

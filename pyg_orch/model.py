@@ -299,9 +299,9 @@ class OrchModel(torch.nn.Module):
         self.model = model
         # In the model's mode, which inference() restores when it is done.
         self.training = model.training
-        x = getattr(getattr(loader, "data", None), "x", None)
-        if isinstance(x, Tensor):
-            check_dtype(x, self.dtype, hot=loader.hot_ratio != 0)
+        if loader is not None and loader.features is not None:
+            # The loader's features: also a NumPy x, or one device= holds.
+            check_dtype(loader.features, self.dtype, hot=loader.hot_ratio != 0)
         self.kinds = [cache_kind(conv) for conv in model.convs]
         # A hook-free copy of the bottom conv, the model of its snapshots,
         # when the loader runs in embedding mode.
@@ -322,13 +322,15 @@ class OrchModel(torch.nn.Module):
     def _serve_from(self, loader: OrchNeighborLoader) -> None:
         check_hot_convs(self.model)
         conv, cache = self.model.convs[0], loader.cache
-        if self.kinds[0] is None and cache.mode != "embedding":
-            if cache.mode_chosen:
-                raise NotImplementedError(
-                    f"the bottom layer {conv} cannot be served by "
-                    f"cache={cache.mode!r}: its neighbour aggregation depends on "
-                    f"weights. Use cache='embedding' (or leave cache unset)."
-                )
+        if self.kinds[0] is not None and cache.mode != "embedding":
+            self._bottom_template = None
+            self._hot_version = loader.serve(self.kinds[0])
+            return
+        switched = cache.mode != "embedding"
+        self._bottom_template = _without_hooks(conv).cpu()
+        # Refuses an explicitly chosen cache mode that serves no layer output.
+        self._hot_version = loader.serve("embedding", self._bottom_snapshot)
+        if switched:
             warnings.warn(
                 f"OrchModel: the bottom layer {conv} aggregates with weights, so "
                 f"hot vertices use cache='embedding': its output, computed on "
@@ -336,12 +338,6 @@ class OrchModel(torch.nn.Module):
                 f"training steps old",
                 stacklevel=3,
             )
-        if self.kinds[0] is None or cache.mode == "embedding":
-            self._bottom_template = _without_hooks(conv).cpu()
-            self._hot_version = loader.serve("embedding", self._bottom_snapshot)
-            return
-        self._bottom_template = None
-        self._hot_version = loader.serve(self.kinds[0])
 
     def _bottom_snapshot(self) -> torch.nn.Module:
         # A CPU copy of the bottom conv's current weights, for the refresher

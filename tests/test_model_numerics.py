@@ -140,6 +140,14 @@ def test_features_of_another_dtype_than_the_model_are_refused_with_the_fix():
     orch = OrchModel(sage())
     with pytest.raises(TypeError, match=r"features are torch.float64.*data.x.to"):
         orch(next(iter(loader)))
+    # Also when the loader holds the features itself (device=) or as NumPy.
+    data = graph(torch.float64)
+    on_device = OrchNeighborLoader(data, [-1, -1], batch_size=40, device="cpu")
+    data.x = data.x.numpy()
+    as_numpy = OrchNeighborLoader(data, [-1, -1], batch_size=40)
+    for other in (on_device, as_numpy):
+        with pytest.raises(TypeError, match=r"features are torch.float64"):
+            OrchModel(sage(), other)
 
 
 @pytest.mark.parametrize("kind", ["sum", "mean", "max", "gcn"])

@@ -8,6 +8,9 @@ default dataset never needs the network.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.client
 import math
 import os
 import tempfile
@@ -15,6 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -113,10 +117,77 @@ def _copy_packaged_cora(raw_dir: Path) -> None:
         os.replace(tmp, target)
 
 
-def _planetoid(root: Path, name: str) -> Data:
-    from torch_geometric.datasets import Planetoid
+def _download_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean a download failed rather than a bug.
 
-    data = Planetoid(str(root), name)[0]
+    Offline, PyG's fsspec/aiohttp download raises ``ClientConnectorDNSError``
+    and OGB's urllib one ``URLError``, both ``OSError`` subclasses like
+    ``socket.gaierror``, ``TimeoutError`` and fsspec's ``FileNotFoundError``
+    for an HTTP 404. Other HTTP statuses and cut-off bodies raise
+    ``aiohttp.ClientError`` or ``http.client.HTTPException``, which are not.
+    """
+    errors: list[type[BaseException]] = [OSError, http.client.HTTPException]
+    try:
+        from aiohttp import ClientError
+    except ImportError:  # aiohttp only comes with fsspec's HTTP support
+        pass
+    else:
+        errors.append(ClientError)
+    return tuple(errors)
+
+
+def _reason(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _planetoid_help(
+    name: str, raw_dir: Path, files: Sequence[str], url: str, reason: str
+) -> str:
+    missing = [file for file in files if not (raw_dir / file).exists()]
+    return (
+        f"could not download the raw files of {name} ({reason}); put "
+        f"{', '.join(missing)} into {raw_dir} (each file is at {url}/<file name>, "
+        f"e.g. {url}/{missing[0]})"
+    )
+
+
+@functools.cache
+def _planetoid_class() -> type:
+    # Built on first use: importing torch_geometric.datasets is slow.
+    from torch_geometric.datasets import Planetoid
+    from torch_geometric.io import fs
+
+    class _Planetoid(Planetoid):
+        """PyG's Planetoid whose failed download says what to fetch by hand.
+
+        It fetches only the missing raw files (of the public split), each one
+        whole or not at all.
+        """
+
+        def download(self) -> None:
+            raw_dir = Path(self.raw_dir)
+            for name in self.raw_file_names:
+                target = raw_dir / name
+                if target.exists():
+                    continue  # e.g. put there by hand after an offline attempt
+                # A file cut off mid-download must not pass for a whole one.
+                partial = raw_dir / f".{name}.part"
+                try:
+                    fs.cp(f"{self.url}/{name}", str(partial))
+                except _download_errors() as error:
+                    partial.unlink(missing_ok=True)
+                    message = _planetoid_help(
+                        self.name, raw_dir, self.raw_file_names, self.url,
+                        _reason(error),
+                    )  # fmt: skip
+                    raise FileNotFoundError(message) from error
+                partial.replace(target)
+
+    return _Planetoid
+
+
+def _planetoid(root: Path, name: str) -> Data:
+    data = _planetoid_class()(str(root), name)[0]
     return Data(
         x=data.x,
         y=data.y,
@@ -163,6 +234,9 @@ def load_planetoid(name: str, root: PathLike | None = None) -> Data:
 
     Raises:
         ValueError: For any other name.
+        FileNotFoundError: If raw files are missing and cannot be downloaded
+            (e.g. offline); the message names the files, the folder to put
+            them in and their URL.
 
     Example:
         >>> data = load_planetoid("citeseer", "/tmp/pyg_orch")  # doctest: +SKIP
@@ -344,11 +418,46 @@ def _ogb_name(name: str, root: Path) -> str:
     # OGB calls input() ("Will you update the dataset now?") when the folder
     # exists without its RELEASE file; fail loudly instead of blocking.
     if folder.is_dir() and not release.exists():
-        raise RuntimeError(
+        raise FileNotFoundError(
             f"{folder} exists but has no {release.name}; remove the folder to "
             "let OGB download the current release"
         )
     return name
+
+
+def _ogb_help(dataset: Any, reason: str) -> str:
+    root = Path(dataset.original_root)
+    unzipped = root / dataset.download_name
+    release = f"RELEASE_v{dataset.meta_info['version']}.txt"
+    return (
+        f"{dataset.name} is not in {dataset.root} and could not be downloaded "
+        f"({reason}); download {dataset.meta_info['url']}, unzip it in {root} and "
+        f"rename the folder {unzipped} it makes to {dataset.root} (which then "
+        f"holds {release}, raw/ and split/)"
+    )
+
+
+@functools.cache
+def _ogb_class() -> type:
+    from ogb.nodeproppred import PygNodePropPredDataset
+
+    class _OgbDataset(PygNodePropPredDataset):
+        """OGB's dataset whose failed download says what to fetch by hand."""
+
+        def download(self) -> None:
+            try:
+                super().download()
+            except (*_download_errors(), RuntimeError) as error:
+                # (OGB raises RuntimeError for a download cut off midway.)
+                # PyG made <root>/<name>/raw before downloading; left empty
+                # and without its RELEASE file, OGB would ask on stdin next time.
+                for folder in (Path(self.raw_dir), Path(self.root)):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()  # only if empty
+                message = _ogb_help(self, _reason(error))
+                raise FileNotFoundError(message) from error
+
+    return _OgbDataset
 
 
 def pyg_pickle_classes() -> list[type]:
@@ -400,20 +509,21 @@ def load_ogb(name: str, root: PathLike | None = None) -> Data:
 
     Raises:
         ValueError: For unknown, heterogeneous or multi-task datasets.
+        FileNotFoundError: If the dataset is missing and cannot be downloaded
+            (e.g. offline); the message names the zip's URL and where to
+            unpack it.
 
     Example:
         >>> data = load_ogb("ogbn-arxiv", "/tmp/pyg_orch")  # doctest: +SKIP
         >>> int(data.train_mask.sum())  # doctest: +SKIP
         90941
     """
-    from ogb.nodeproppred import PygNodePropPredDataset
-
     root = _resolve_root(root)
     name = _ogb_name(name, root)
     # ogb 1.3.6 calls torch.load() with torch>=2.6's weights_only default, which
     # refuses PyG's own storage classes unless they are allowlisted.
     with torch.serialization.safe_globals(pyg_pickle_classes()):
-        dataset = PygNodePropPredDataset(name=name, root=str(root))
+        dataset = _ogb_class()(name=name, root=str(root))
         data = dataset[0]
         split = dataset.get_idx_split()
     num_nodes = int(data.num_nodes)
@@ -738,6 +848,8 @@ def load_dataset(name: str, root: PathLike | None = None, seed: int = 0) -> Data
 
     Raises:
         ValueError: For an unknown name.
+        FileNotFoundError: If a dataset to download cannot be downloaded; the
+            message says which files to put where.
 
     Example:
         >>> load_dataset("Cora").num_nodes

@@ -42,9 +42,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     import urllib.request
 
     from torch_geometric.datasets import Planetoid
+    from torch_geometric.io import fs
 
     monkeypatch.setattr(urllib.request, "urlopen", refuse)
     monkeypatch.setattr(Planetoid, "download", refuse)
+    monkeypatch.setattr(fs, "cp", refuse)
 
 
 def _assert_complete(data: Data) -> None:
@@ -124,6 +126,102 @@ def test_load_planetoid_cora_is_embedded(monkeypatch, tmp_path):
 def test_load_planetoid_unknown():
     with pytest.raises(ValueError, match="CiteSeer"):
         load_planetoid("reddit")
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """No host name resolves, as on a machine without network.
+
+    The real download code runs down to the socket, so each library raises what
+    it raises offline (aiohttp's ClientConnectorDNSError, urllib's URLError).
+    """
+    import socket
+
+    import aiohttp.connector
+    import aiohttp.resolver
+
+    def no_dns(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    # With aiodns installed, aiohttp would resolve through c-ares instead.
+    monkeypatch.setattr(
+        aiohttp.connector, "DefaultResolver", aiohttp.resolver.ThreadedResolver
+    )
+
+
+PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
+CITESEER_FILES = [
+    f"ind.citeseer.{part}"
+    for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+]
+
+
+def _check_planetoid_help(message: str, raw: Path, missing: list[str]) -> None:
+    assert f"into {raw} " in message
+    assert f"{PLANETOID_URL}/<file name>" in message
+    assert f"{PLANETOID_URL}/{missing[0]}" in message
+    assert f"put {', '.join(missing)} into" in message
+
+
+def test_load_planetoid_offline_says_what_to_put_where(tmp_path, offline):
+    with pytest.raises(FileNotFoundError) as info:
+        load_dataset("citeseer", tmp_path)
+    message = str(info.value)
+    assert "ClientConnectorDNSError" in message
+    _check_planetoid_help(message, tmp_path / "CiteSeer" / "raw", CITESEER_FILES)
+
+
+def test_load_planetoid_offline_then_local_copy(tmp_path, offline):
+    raw = _shared("Planetoid/CiteSeer/raw")
+    with pytest.raises(FileNotFoundError):
+        load_planetoid("citeseer", tmp_path)
+    # Lay the files out where the message said, then load without network.
+    for name in CITESEER_FILES:
+        shutil.copy(raw / name, tmp_path / "CiteSeer" / "raw" / name)
+    assert load_planetoid("citeseer", tmp_path).num_nodes == 3327
+
+
+def test_load_planetoid_download_cut_off(monkeypatch, tmp_path):
+    import aiohttp
+    from torch_geometric.io import fs
+
+    raw = tmp_path / "PubMed" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "ind.pubmed.tx").write_bytes(b"placed by hand")
+    fetched = []
+
+    def cut_off(url: str, path: str) -> None:
+        Path(path).write_bytes(b"the first bytes")
+        fetched.append(url.rsplit("/", 1)[1])
+        if len(fetched) == 3:
+            raise aiohttp.ClientPayloadError("Response payload is not completed")
+
+    monkeypatch.setattr(fs, "cp", cut_off)
+    with pytest.raises(FileNotFoundError) as info:
+        load_planetoid("PubMed", tmp_path)
+    # Files already there are kept and not fetched again; the one cut off is
+    # not left behind, in full or in part.
+    assert fetched == ["ind.pubmed.x", "ind.pubmed.allx", "ind.pubmed.y"]
+    assert (raw / "ind.pubmed.tx").read_bytes() == b"placed by hand"
+    assert sorted(p.name for p in raw.iterdir()) == [
+        "ind.pubmed.allx",
+        "ind.pubmed.tx",
+        "ind.pubmed.x",
+    ]
+    missing = [f"ind.pubmed.{part}" for part in ("y", "ty", "ally", "graph")]
+    _check_planetoid_help(str(info.value), raw, [*missing, "ind.pubmed.test.index"])
+    assert "ClientPayloadError" in str(info.value)
+
+
+def test_train_cli_offline_fails_with_status_2(tmp_path, offline, capsys):
+    from pyg_orch.cli import main
+
+    assert main(["train", "--dataset", "citeseer", "--root", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("pyg-orch train: error: could not download")
+    assert "Traceback" not in error
+    _check_planetoid_help(error, tmp_path / "CiteSeer" / "raw", CITESEER_FILES)
 
 
 # --------------------------------------------------------------------------
@@ -454,13 +552,59 @@ def test_load_ogb_tiny_local(tmp_path, no_ogb_download):
 def test_load_ogb_stale_folder_does_not_prompt(tmp_path, no_ogb_download):
     tiny_arxiv(tmp_path)
     (tmp_path / "ogbn_arxiv" / "RELEASE_v1.txt").unlink()
-    with pytest.raises(RuntimeError, match="RELEASE_v1.txt"):
+    with pytest.raises(FileNotFoundError, match="RELEASE_v1.txt"):
         load_ogb("ogbn-arxiv", tmp_path)
 
 
 def test_load_ogb_unknown_name(tmp_path):
     with pytest.raises(ValueError, match="ogbn-products"):
         load_ogb("ogbn-nope", tmp_path)
+
+
+OGB_URL = "http://snap.stanford.edu/ogb/data/nodeproppred"
+
+
+@pytest.mark.parametrize(
+    "name, folder, unzipped",
+    [
+        ("ogbn-arxiv", "ogbn_arxiv", "arxiv"),
+        ("ogbn-papers100M", "ogbn_papers100M", "papers100M-bin"),
+    ],
+)
+def test_load_ogb_offline_says_what_to_put_where(
+    tmp_path, offline, name, folder, unzipped
+):
+    for _ in range(2):  # the failed attempt leaves no folder that would prompt
+        with pytest.raises(FileNotFoundError) as info:
+            load_dataset(name, tmp_path)
+        message = str(info.value)
+        assert "URLError" in message
+        assert f"download {OGB_URL}/{unzipped}.zip, unzip it in {tmp_path} " in message
+        assert f"rename the folder {tmp_path / unzipped} " in message
+        assert f"to {tmp_path / folder} " in message
+        assert "RELEASE_v1.txt, raw/ and split/" in message
+        assert not any(tmp_path.iterdir())
+
+
+def test_load_ogb_offline_then_local_copy(tmp_path, offline):
+    with pytest.raises(FileNotFoundError):
+        load_ogb("ogbn-arxiv", tmp_path)
+    tiny = tiny_arxiv(tmp_path)
+    _check_tiny_arxiv(load_ogb("ogbn-arxiv", tmp_path), tiny)
+
+
+def test_load_ogb_download_cut_off(monkeypatch, tmp_path):
+    import ogb.nodeproppred.dataset_pyg as ogb_pyg
+
+    def cut_off(url: str, folder: str) -> str:
+        # What ogb.utils.url.download_url raises when the connection drops.
+        raise RuntimeError("Stopped downloading due to interruption.")
+
+    monkeypatch.setattr(ogb_pyg, "decide_download", lambda url: True)
+    monkeypatch.setattr(ogb_pyg, "download_url", cut_off)
+    with pytest.raises(FileNotFoundError, match=f"download {OGB_URL}/products.zip"):
+        load_ogb("ogbn-products", tmp_path)
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("name", ["ogbn-mag", "ogbn-proteins"])

@@ -3,9 +3,11 @@
 Not a script of its own: ``train_ogbn_products.py``, ``train_ogbn_papers100m.py``
 and ``train_synthetic.py`` import it (Python puts ``examples/`` on the path when
 one of them runs). Each loads its graph into a :class:`Task` and calls
-:func:`run`, which trains GraphSAGE on :class:`pyg_orch.OrchNeighborLoader`
-mini-batches with :class:`pyg_orch.OrchModel`, evaluates every
-``--eval-steps`` epochs and prints a summary ending in ``test accuracy: X.XXXX``.
+:func:`run`, which trains ``--model`` (GraphSAGE by default) on
+:class:`pyg_orch.OrchNeighborLoader` mini-batches with
+:class:`pyg_orch.OrchModel`, evaluates every ``--eval-every`` epochs and prints
+a summary ending in ``test accuracy: X.XXXX``. The options are those of
+``pyg-orch train`` (:mod:`pyg_orch.options`), with defaults for larger graphs.
 """
 
 from __future__ import annotations
@@ -20,19 +22,27 @@ import torch
 from torch import Tensor
 from torch_geometric import seed_everything
 from torch_geometric.data import Data
-from torch_geometric.nn import GraphSAGE
 from tqdm import tqdm
 
 from pyg_orch import OrchModel, OrchNeighborLoader
 from pyg_orch.datasets import default_root
-from pyg_orch.hotness import check_hot_ratio
-from pyg_orch.train import resolve_device
+from pyg_orch.options import (
+    add_execution_options,
+    add_hot_options,
+    add_training_options,
+    config_from_args,
+    positive_int,
+)
+from pyg_orch.train import (
+    MODELS,
+    TrainConfig,
+    build_model,
+    pipeline_arguments,
+    resolve_device,
+)
 from pyg_orch.train import train_epoch as run_train_epoch
 
 SPLITS = ("train", "valid", "test")
-CACHE_MODES = ("static", "resample", "embedding")
-#: Fan-outs per layer when only ``--num-layers`` is given (the last repeats).
-DEFAULT_FANOUTS = (15, 10, 5)
 
 #: ``score(y_true, y_pred)``: the accuracy of 1-D predicted labels.
 Scorer = Callable[[Tensor, Tensor], float]
@@ -122,33 +132,11 @@ def ogb_scorer(name: str) -> Scorer:
 # --------------------------------------------------------------------------
 
 
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
-    return number
-
-
-def _hot_ratio(value: str) -> float | str:
-    ratio: float | str = value if value == "auto" else float(value)
-    try:
-        check_hot_ratio(ratio, "--hot-ratio", allow_auto=True)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return ratio
-
-
-def _bytes_or_auto(value: str) -> int | str:
-    if value == "auto":
-        return value
-    number = int(float(value))  # accepts 2e9 as well as 2000000000
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 or 'auto', got {value}")
-    return number
-
-
 def build_parser(doc: str, epochs: int = 20) -> argparse.ArgumentParser:
     """The options every example shares; the script adds its data options.
+
+    They are the options of ``pyg-orch train`` with defaults for graphs larger
+    than Cora: batches of 1024 seeds, evaluation every 5 epochs.
 
     Args:
         doc: the script's module docstring (description and usage line).
@@ -157,92 +145,21 @@ def build_parser(doc: str, epochs: int = 20) -> argparse.ArgumentParser:
     Returns:
         The parser; read it with :func:`parse_args`.
     """
+    defaults = TrainConfig(batch_size=1024, epochs=epochs, eval_every=5)
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    add = parser.add_argument
-    add(
-        "--device",
-        default="cuda" if torch.cuda.is_available() else "cpu",
-        help="cpu, cuda, cuda:<index> or auto (default: %(default)s)",
-    )
-    add("--epochs", type=_positive_int, default=epochs, help="default: %(default)s")
-    add(
+    training = parser.add_argument_group("model and training")
+    add_training_options(training, defaults)
+    training.add_argument(
         "--runs",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         help="independent runs, seeded SEED, SEED+1, ...; the summary gives "
         "their mean and standard deviation (default: %(default)s)",
     )
-    add(
-        "--num-layers",
-        type=_positive_int,
-        default=None,
-        help="GNN layers (default: one per --num-neighbors value)",
-    )
-    add(
-        "--num-neighbors",
-        type=int,
-        nargs="+",
-        default=None,
-        metavar="K",
-        help="fan-out per layer, -1 for all neighbours; a single value with "
-        "--num-layers L serves every layer (default: 15 10 5, cut or padded "
-        "with 5 to --num-layers)",
-    )
-    add(
-        "--batch-size",
-        type=_positive_int,
-        default=1024,
-        help="training seed nodes per batch (default: %(default)s)",
-    )
-    add(
-        "--eval-batch-size",
-        type=_positive_int,
-        default=4096,
-        help="nodes per evaluation chunk or batch (default: %(default)s)",
-    )
-    add("--hidden-channels", type=_positive_int, default=256, help="default: 256")
-    add("--lr", type=float, default=0.003, help="Adam's learning rate (default: 0.003)")
-    add("--dropout", type=float, default=0.5, help="default: %(default)s")
-    add(
-        "--eval-steps",
-        type=_positive_int,
-        default=5,
-        help="evaluate every this many epochs, and after the last one "
-        "(default: %(default)s)",
-    )
-    add("--seed", type=int, default=0, help="default: %(default)s")
-    orch = parser.add_argument_group("pyg_orch")
-    orch.add_argument(
-        "--hot-ratio",
-        type=_hot_ratio,
-        default=0.2,
-        help="fraction of the vertices made hot (0: plain NeighborLoader "
-        "batches), or 'auto' to measure and choose one (default: %(default)s)",
-    )
-    orch.add_argument(
-        "--cache",
-        choices=CACHE_MODES,
-        default=None,
-        help="how hot values are made (default: static, or embedding when the "
-        "bottom layer needs it); needs hot vertices",
-    )
-    orch.add_argument(
-        "--prefetch",
-        type=int,
-        default=None,
-        help="batches prepared ahead on a background thread (default: 4 on "
-        "CUDA; 0 on the CPU, where training already keeps the cores busy)",
-    )
-    orch.add_argument(
-        "--device-cache",
-        type=_bytes_or_auto,
-        default="auto",
-        help="bytes of GPU memory for the hot aggregates and the most gathered "
-        "feature rows, or 'auto' (half of the free memory); CUDA only "
-        "(default: %(default)s)",
-    )
+    add_hot_options(parser.add_argument_group("hot/cold split"), defaults)
+    add_execution_options(parser.add_argument_group("execution"), defaults)
     return parser
 
 
@@ -260,30 +177,15 @@ def add_root_option(parser: argparse.ArgumentParser, folder: str) -> None:
     )
 
 
-def _fanouts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[int]:
-    fanouts, layers = args.num_neighbors, args.num_layers
-    if fanouts is None:
-        last = len(DEFAULT_FANOUTS) - 1
-        layers = layers or len(DEFAULT_FANOUTS)
-        return [DEFAULT_FANOUTS[min(i, last)] for i in range(layers)]
-    if any(k < 1 and k != -1 for k in fanouts):
-        parser.error(f"--num-neighbors values must be >= 1 or -1, got {fanouts}")
-    if layers is None:
-        return list(fanouts)
-    if len(fanouts) == 1:
-        return fanouts * layers
-    if len(fanouts) != layers:
-        parser.error(f"--num-neighbors gives {len(fanouts)} fan-outs, not {layers}")
-    return list(fanouts)
-
-
 def parse_args(
     parser: argparse.ArgumentParser, argv: Sequence[str] | None = None
 ) -> argparse.Namespace:
-    """Parses and completes the options.
+    """Parses and checks the options.
 
-    Sets ``num_neighbors`` (one fan-out per layer), ``num_layers``, ``device``
-    (a :class:`torch.device`) and ``prefetch``.
+    Sets ``config`` (the :class:`~pyg_orch.train.TrainConfig` of the shared
+    options, which the training code reads), ``device`` (a
+    :class:`torch.device`) and ``pipeline`` (the loaders' ``prefetch``,
+    ``device`` and ``device_cache``).
 
     Args:
         parser: from :func:`build_parser`, with the script's own options.
@@ -293,18 +195,12 @@ def parse_args(
         The options.
     """
     args = parser.parse_args(argv)
-    args.num_neighbors = _fanouts(args, parser)
-    args.num_layers = len(args.num_neighbors)
     try:
-        args.device = resolve_device(args.device)
+        args.config = config_from_args(args)
+        args.device = resolve_device(args.config.device)
     except ValueError as error:
         parser.error(str(error))
-    if args.cache is not None and args.hot_ratio == 0:
-        parser.error("--cache needs hot vertices: set --hot-ratio > 0 or auto")
-    if not 0 <= args.dropout < 1:
-        parser.error(f"--dropout must be in [0, 1), got {args.dropout}")
-    if args.prefetch is None:
-        args.prefetch = 4 if args.device.type == "cuda" else 0
+    args.pipeline = pipeline_arguments(args.config, args.device)
     return args
 
 
@@ -325,27 +221,32 @@ def make_loader(
         data: the graph.
         nodes: the seed nodes.
         args: the options.
-        train: the shuffled training loader, with the hot vertices and the
-            device cache; otherwise an evaluation loader in node order.
+        train: the shuffled training loader, with the hot vertices, the
+            worker processes and the device cache; otherwise an evaluation
+            loader in node order.
 
     Returns:
         The loader (a context manager that stops its threads on exit).
     """
-    cuda = args.device.type == "cuda"
-    hot = {}
+    config = args.config
     if train:
-        cache = args.cache if args.hot_ratio != 0 else None
-        hot = {"hot_ratio": args.hot_ratio, "cache": cache}
-        hot["device_cache"] = args.device_cache if cuda else 0
+        extra = {
+            "hot_ratio": config.hot_ratio,
+            "hot_method": config.hot_method,
+            "cache": config.cache,
+            "num_workers": config.num_workers,
+            "persistent_workers": config.num_workers > 0,
+            **args.pipeline,
+        }
+    else:
+        extra = {**args.pipeline, "device_cache": 0}
     return OrchNeighborLoader(
         data,
-        num_neighbors=args.num_neighbors,
+        num_neighbors=list(config.num_neighbors),
         input_nodes=nodes,
-        batch_size=args.batch_size if train else args.eval_batch_size,
+        batch_size=config.batch_size if train else config.eval_batch_size,
         shuffle=train,
-        prefetch=args.prefetch,
-        device=args.device if cuda else None,
-        **hot,
+        **extra,
     )
 
 
@@ -354,19 +255,28 @@ def train_epoch(
     loader: OrchNeighborLoader,
     optimizer: torch.optim.Optimizer,
     desc: str,
+    progress: bool,
 ) -> float:
     """One pass over the training batches, with a tqdm bar.
 
     Args:
-        model: the wrapped GraphSAGE.
+        model: the wrapped model.
         loader: the training loader.
         optimizer: the optimizer of ``model``'s parameters.
         desc: the progress bar's label.
+        progress: show the bar.
 
     Returns:
         The mean loss over the seed nodes.
     """
-    bar = tqdm(loader, desc=desc, total=len(loader), unit="batch", leave=False)
+    bar = tqdm(
+        loader,
+        desc=desc,
+        total=len(loader),
+        unit="batch",
+        leave=False,
+        disable=not progress,
+    )
     return run_train_epoch(model, bar, optimizer)
 
 
@@ -377,7 +287,7 @@ def predict(
     """Predicted labels of every split's nodes.
 
     Args:
-        model: the wrapped GraphSAGE.
+        model: the wrapped model.
         task: the graph, its split and ``full_eval``.
         args: the options (``eval_batch_size``, and for sampled evaluation the
             loader's).
@@ -387,11 +297,18 @@ def predict(
     """
     model.eval()
     if task.full_eval:
-        pred = model.inference(task.data, args.eval_batch_size).argmax(dim=-1)
+        logits = model.inference(task.data, args.config.eval_batch_size)
+        pred = logits.argmax(dim=-1)
         return {name: pred[nodes] for name, nodes in task.split.items()}
     nodes = torch.cat([task.split[name] for name in SPLITS])
     with make_loader(task.data, nodes, args, train=False) as loader:
-        bar = tqdm(loader, desc="evaluate", unit="batch", leave=False)
+        bar = tqdm(
+            loader,
+            desc="evaluate",
+            unit="batch",
+            leave=False,
+            disable=not args.progress,
+        )
         pred = torch.cat([model(batch).argmax(dim=-1).cpu() for batch in bar])
     sizes = [task.split[name].numel() for name in SPLITS]
     return dict(zip(SPLITS, pred.split(sizes), strict=True))
@@ -403,7 +320,7 @@ def evaluate(
     """The accuracy of every split.
 
     Args:
-        model: the wrapped GraphSAGE.
+        model: the wrapped model.
         task: the graph, its split, labels and scorer.
         args: the options.
 
@@ -416,7 +333,7 @@ def evaluate(
 
 
 def train_run(task: Task, args: argparse.Namespace, run: int) -> RunResult:
-    """Trains a fresh GraphSAGE, seeded with ``args.seed + run``.
+    """Trains a fresh ``--model``, seeded with ``--seed`` + ``run``.
 
     Args:
         task: what to train on.
@@ -426,25 +343,24 @@ def train_run(task: Task, args: argparse.Namespace, run: int) -> RunResult:
     Returns:
         The evaluation with the best validation accuracy (the first on ties).
     """
-    seed_everything(args.seed + run)
-    gnn = GraphSAGE(
-        task.data.num_features,
-        args.hidden_channels,
-        num_layers=args.num_layers,
-        out_channels=task.num_classes,
-        dropout=args.dropout,
-    ).to(args.device)
+    config = args.config
+    seed_everything(config.seed + run)
+    gnn = build_model(config, task.data.num_features, task.num_classes)
+    gnn = gnn.to(args.device)
     best: RunResult | None = None
     seconds = 0.0
     with make_loader(task.data, task.split["train"], args, train=True) as loader:
         # With --hot-ratio auto, wrapping the model measures and picks a ratio.
         model = OrchModel(gnn, loader)
-        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-        for epoch in range(1, args.epochs + 1):
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
+        )
+        for epoch in range(1, config.epochs + 1):
             tick = time.perf_counter()
-            loss = train_epoch(model, loader, optimizer, f"run {run + 1} epoch {epoch}")
+            desc = f"run {run + 1} epoch {epoch}"
+            loss = train_epoch(model, loader, optimizer, desc, args.progress)
             seconds += time.perf_counter() - tick
-            if epoch % args.eval_steps and epoch != args.epochs:
+            if epoch % config.eval_every and epoch != config.epochs:
                 continue
             accs = evaluate(model, task, args)
             tqdm.write(
@@ -453,7 +369,7 @@ def train_run(task: Task, args: argparse.Namespace, run: int) -> RunResult:
             )
             if best is None or accs["valid"] > best.accs["valid"]:
                 best = RunResult(epoch, accs, 0.0, float(loader.hot_ratio))
-    best.seconds_per_epoch = seconds / args.epochs
+    best.seconds_per_epoch = seconds / config.epochs
     return best
 
 
@@ -474,9 +390,11 @@ def summary(task: Task, args: argparse.Namespace, results: list[RunResult]) -> s
     Returns:
         Lines ending in ``test accuracy: X.XXXX`` (``± std`` with several runs).
     """
+    config = args.config
     lines = [
-        f"{task.name}: {len(results)} run(s) of GraphSAGE, {args.num_layers} "
-        f"layers, fan-outs {args.num_neighbors}, device {args.device}"
+        f"{task.name}: {len(results)} run(s) of {MODELS[config.model].__name__}, "
+        f"{len(config.num_neighbors)} layers, fan-outs {list(config.num_neighbors)}, "
+        f"device {args.device}"
     ]
     for run, result in enumerate(results, 1):
         lines.append(

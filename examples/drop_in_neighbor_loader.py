@@ -13,8 +13,12 @@ from pyg_orch import OrchNeighborLoader
 from pyg_orch.datasets import load_cora
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--epochs", type=int, default=30)
-parser.add_argument("--seed", type=int, default=0)
+parser.add_argument(
+    "--epochs", type=int, default=30, help="training epochs (default: %(default)s)"
+)
+parser.add_argument(
+    "--seed", type=int, default=0, help="random seed (default: %(default)s)"
+)
 args = parser.parse_args()
 
 torch.manual_seed(args.seed)

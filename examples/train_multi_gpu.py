@@ -29,25 +29,41 @@ from torch_geometric.nn import GraphSAGE
 from pyg_orch import distributed as pd
 from pyg_orch.datasets import load_cora
 from pyg_orch.model import cache_kind
-from pyg_orch.train import evaluate
+from pyg_orch.options import add_option, hot_fraction
+from pyg_orch.train import TrainConfig, evaluate
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command-line options."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=64, help="seeds per rank")
-    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[10, 5])
-    parser.add_argument("--hidden-channels", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--hot-ratio", type=float, default=0.1)
-    parser.add_argument("--hot-method", default="presample")
-    parser.add_argument(
-        "--device-cache", type=int, default=0, help="bytes of GPU feature cache"
+    """The command-line options: those of ``pyg-orch train`` that apply here."""
+    defaults = TrainConfig(
+        epochs=10, batch_size=64, num_neighbors=(10, 5), hidden_channels=64, lr=0.01
     )
-    parser.add_argument("--eval-batch-size", type=int, default=4096)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--backend", default=None, help="default: nccl or gloo")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name in ("epochs", "num_neighbors", "hidden_channels", "lr", "seed"):
+        add_option(parser, name, getattr(defaults, name))
+    add_option(
+        parser,
+        "batch_size",
+        defaults.batch_size,
+        help="training seed nodes per batch, per rank",
+    )
+    add_option(parser, "eval_batch_size", defaults.eval_batch_size)
+    # broadcast_hot takes a ratio: "auto" has no per-rank measurement to use.
+    add_option(
+        parser,
+        "hot_ratio",
+        defaults.hot_ratio,
+        type=hot_fraction,
+        help="fraction of the vertices made hot, in [0, 1] (0: none); chosen "
+        "once, on rank 0",
+    )
+    add_option(parser, "hot_method", defaults.hot_method)
+    add_option(parser, "device_cache", 0)
+    parser.add_argument(
+        "--backend",
+        default=None,
+        help="torch.distributed backend (default: nccl with GPUs, else gloo)",
+    )
     return parser.parse_args(argv)
 
 

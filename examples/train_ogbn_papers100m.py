@@ -258,8 +258,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--full-eval",
         action="store_true",
-        help="evaluate with exact full-neighbourhood inference (needs memory "
-        "for two [num_nodes, hidden] tensors)",
+        help="evaluate with exact full-neighbourhood inference, which needs "
+        "memory for two [num_nodes, hidden] tensors (default: off, sampled)",
     )
     args = parse_args(parser, argv)
     try:

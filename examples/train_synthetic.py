@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from _common import Task, accuracy, build_parser, parse_args, run
 
 from pyg_orch.datasets import power_law_graph
+from pyg_orch.options import add_graph_options, positive_int
 
 
 def load_task(args: argparse.Namespace) -> Task:
@@ -47,12 +48,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Generates the graph, trains and prints the summary; ``argv``: the options."""
     parser = build_parser(__doc__, epochs=10)
     graph = parser.add_argument_group("graph")
-    graph.add_argument("--num-nodes", type=int, default=100_000, help="default: 100000")
+    add_graph_options(graph, num_nodes=100_000, num_features=100)
     graph.add_argument(
-        "--avg-degree", type=float, default=20.0, help="default: %(default)s"
+        "--num-classes",
+        type=positive_int,
+        default=10,
+        help="label classes (default: %(default)s)",
     )
-    graph.add_argument("--num-features", type=int, default=100, help="default: 100")
-    graph.add_argument("--num-classes", type=int, default=10, help="default: 10")
     args = parse_args(parser, argv)
     run(load_task(args), args)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import glob
 import json
+import multiprocessing.util
 import os
 import sys
 import uuid
@@ -530,7 +531,8 @@ def exit_without_teardown() -> None:
     A rank whose results are saved loses nothing by exiting without it.
 
     Call it last in a spawned rank's function, after its results are saved
-    and a final :func:`torch.distributed.barrier`.
+    and a final :func:`torch.distributed.barrier`. The exit handler of
+    :mod:`multiprocessing` still runs, as on a normal exit.
 
     Example:
         >>> dist.barrier()  # doctest: +SKIP
@@ -538,4 +540,9 @@ def exit_without_teardown() -> None:
     """
     sys.stdout.flush()
     sys.stderr.flush()
+    # What a spawned process runs when its function returns: it unlinks the
+    # semaphores this process made (tqdm's lock, when a rank presamples hot
+    # vertices) and unregisters them, or the resource tracker warns of
+    # "leaked semaphore objects" at shutdown.
+    multiprocessing.util._exit_function()
     os._exit(0)

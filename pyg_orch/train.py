@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,7 @@ from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 from tqdm.auto import tqdm
 
+from pyg_orch.cache import CACHE_MODES
 from pyg_orch.hotness import check_hot_method, check_hot_ratio
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
@@ -38,6 +40,11 @@ MODELS: dict[str, type[BasicGNN]] = {
     "gin": GIN,
     "gat": GAT,
 }
+# Models whose bottom layer weighs its messages: their hot rows are layer
+# outputs (cache mode "embedding"), not raw-feature aggregations.
+_EMBEDDING_MODELS = ("gat",)
+# Batches prepared ahead on CUDA when --prefetch is not given.
+_CUDA_PREFETCH = 4
 
 __all__ = [
     "MODELS",
@@ -49,6 +56,7 @@ __all__ = [
     "load_data",
     "make_train_loader",
     "num_classes_of",
+    "pipeline_arguments",
     "resolve_device",
     "train",
     "train_epoch",
@@ -90,9 +98,20 @@ class TrainConfig:
             evaluation with the best validation accuracy.
         weight_decay: Adam weight decay (L2 penalty).
         hot_ratio: fraction of vertices whose bottom-layer aggregation comes
-            from the hot cache (0: none, plain NeighborLoader batches).
+            from the hot cache, in ``[0, 1]`` (0: none, plain NeighborLoader
+            batches), or ``"auto"``: wrapping the model measures several
+            ratios and keeps the one whose CPU work hides under the device's.
         hot_method: how hot vertices are chosen: ``"presample"`` or
             ``"degree"``.
+        cache: how hot values are made: ``"static"``, ``"resample"`` or
+            ``"embedding"`` (``None``: static, or embedding for ``gat``);
+            needs hot vertices.
+        prefetch: batches prepared ahead by a background thread (``None``: 4
+            on CUDA, 0 on the CPU, where training already keeps the cores
+            busy).
+        device_cache: bytes of GPU memory for the hot aggregates and the most
+            gathered feature rows, or ``"auto"`` (half of the free memory);
+            used on CUDA only.
 
     Example:
         >>> config = TrainConfig(num_neighbors=[10, 5], epochs=5)
@@ -115,8 +134,11 @@ class TrainConfig:
     eval_batch_size: int = 4096
     eval_every: int = 1
     weight_decay: float = 0.0
-    hot_ratio: float = 0.0
+    hot_ratio: float | str = 0.0
     hot_method: str = "presample"
+    cache: str | None = None
+    prefetch: int | None = None
+    device_cache: int | str = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.num_neighbors, str) or not isinstance(
@@ -144,12 +166,13 @@ class TrainConfig:
             raise ValueError(
                 f"model (--model) must be one of {sorted(MODELS)}, got {self.model!r}"
             )
-        check_hot_ratio(self.hot_ratio, "hot_ratio (--hot-ratio)")
+        check_hot_ratio(self.hot_ratio, "hot_ratio (--hot-ratio)", allow_auto=True)
         if self.model == "gcn" and self.hot_ratio != 0:
             raise ValueError(
-                "model gcn (--model) cannot use hot vertices: GCN normalises by "
-                "the degrees in the sampled batch, which hot vertices change. "
-                "Use --hot-ratio 0 with gcn, or --model sage/gin/gat"
+                f"model gcn (--model) cannot use hot vertices (--hot-ratio "
+                f"{self.hot_ratio}): GCN normalises by the degrees in the sampled "
+                "batch, which hot vertices change. Use --hot-ratio 0 with gcn, or "
+                "--model sage/gin/gat"
             )
         check_hot_method(self.hot_method, "hot_method (--hot-method)")
         _check_fanouts(self.num_neighbors)
@@ -178,10 +201,53 @@ class TrainConfig:
                 "device (--device) must be 'auto', 'cpu' or 'cuda[:index]', "
                 f"got {self.device!r}"
             )
+        self._check_pipeline()
+
+    def _check_pipeline(self) -> None:
+        # The loader would refuse these too, but only once training starts.
+        if self.cache is not None:
+            self._check_cache()
+        if self.prefetch is not None:
+            _check_int(self.prefetch, "prefetch", "--prefetch", minimum=0)
+        bytes_ok = _is_int(self.device_cache) and self.device_cache >= 0
+        if not (bytes_ok or self.device_cache == "auto"):
+            raise ValueError(
+                "device_cache (--device-cache) must be a number of bytes >= 0 or "
+                f"'auto', got {self.device_cache!r}"
+            )
+        threads = self.prefetch or self.cache in ("resample", "embedding")
+        if self.num_workers > 0 and threads:
+            raise ValueError(
+                "num_workers (--num-workers) cannot be combined with --prefetch or "
+                "the resample and embedding cache modes, which run in threads of "
+                "the main process: use --num-workers 0"
+            )
+
+    def _check_cache(self) -> None:
+        if self.cache not in CACHE_MODES:
+            raise ValueError(
+                f"cache (--cache) must be one of {CACHE_MODES}, got {self.cache!r}"
+            )
+        if self.hot_ratio == 0:
+            raise ValueError(
+                f"cache (--cache) {self.cache} needs hot vertices: set --hot-ratio "
+                "> 0 or auto, or leave --cache unset"
+            )
+        embedding = self.model in _EMBEDDING_MODELS
+        if (self.cache == "embedding") != embedding:
+            needed = "embedding" if embedding else "static or resample"
+            raise ValueError(
+                f"cache (--cache) {self.cache} does not fit model {self.model} "
+                f"(--model), which needs --cache {needed} (or leave --cache unset)"
+            )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_int(value: object, name: str, option: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _is_int(value):
         raise ValueError(f"{name} ({option}) must be an integer, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} ({option}) must be >= {minimum}, got {value}")
@@ -222,6 +288,7 @@ class TrainResult:
         losses: mean training loss of each epoch.
         val_accs: ``(epoch, validation accuracy)`` of each evaluation.
         device: the device that was used, e.g. ``"cpu"``.
+        hot_ratio: the hot ratio trained with (for ``"auto"``: the one chosen).
 
     Example:
         >>> result = TrainResult(best_val_acc=0.8, test_acc=0.81, best_epoch=3,
@@ -240,6 +307,7 @@ class TrainResult:
     losses: list[float] = field(default_factory=list)
     val_accs: list[tuple[int, float]] = field(default_factory=list)
     device: str = "cpu"
+    hot_ratio: float = 0.0
 
 
 def resolve_device(device: str) -> torch.device:
@@ -330,16 +398,50 @@ def build_model(config: TrainConfig, in_channels: int, num_classes: int) -> Basi
     )
 
 
+def pipeline_arguments(config: TrainConfig, device: torch.device) -> dict[str, Any]:
+    """The loader's ``prefetch``, ``device`` and ``device_cache`` for a run.
+
+    On CUDA, batches are delivered to the device and ``config.device_cache``
+    bytes are kept there; on the CPU (or with DataLoader worker processes,
+    which exclude the loader's own threads) batches stay where
+    ``NeighborLoader`` leaves them and nothing is cached.
+
+    Args:
+        config: the run settings (``prefetch``, ``device_cache``,
+            ``num_workers``).
+        device: the resolved training device.
+
+    Returns:
+        Keyword arguments of :class:`~pyg_orch.OrchNeighborLoader`.
+
+    Example:
+        >>> pipeline_arguments(TrainConfig(), torch.device("cpu"))
+        {'prefetch': 0, 'device': None, 'device_cache': 0}
+    """
+    cuda = device.type == "cuda" and config.num_workers == 0
+    prefetch = config.prefetch
+    if prefetch is None:
+        # On the CPU, training already keeps the cores busy.
+        prefetch = _CUDA_PREFETCH if cuda else 0
+    return {
+        "prefetch": prefetch,
+        "device": device if cuda else None,
+        "device_cache": config.device_cache if cuda else 0,
+    }
+
+
 def make_train_loader(data: Data, config: TrainConfig) -> OrchNeighborLoader:
     """A shuffled :class:`~pyg_orch.OrchNeighborLoader` over the training nodes.
 
     Args:
         data: the graph, with ``train_mask``.
         config: the run settings (``num_neighbors``, ``batch_size``,
-            ``num_workers``, ``hot_ratio``, ``hot_method``).
+            ``num_workers``, the hot/cold split and the pipeline, see
+            :func:`pipeline_arguments`).
 
     Returns:
-        The mini-batch loader for one training epoch.
+        The mini-batch loader for one training epoch (a context manager that
+        stops its threads on exit).
 
     Example:
         >>> from pyg_orch.datasets import load_cora
@@ -357,6 +459,8 @@ def make_train_loader(data: Data, config: TrainConfig) -> OrchNeighborLoader:
         persistent_workers=config.num_workers > 0,
         hot_ratio=config.hot_ratio,
         hot_method=config.hot_method,
+        cache=config.cache,
+        **pipeline_arguments(config, resolve_device(config.device)),
     )
 
 
@@ -512,9 +616,12 @@ def train(
     optimizer = torch.optim.Adam(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay
     )
-    train_loader = make_train_loader(data, config)
-    return _fit(config, OrchModel(model, train_loader), optimizer, train_loader, data,
-                progress)  # fmt: skip
+    with make_train_loader(data, config) as train_loader:
+        # With hot_ratio="auto", wrapping the model measures and picks a ratio.
+        model = OrchModel(model, train_loader)
+        result = _fit(config, model, optimizer, train_loader, data, progress)
+    result.hot_ratio = float(train_loader.hot_ratio)
+    return result
 
 
 def _check_data(data: Data) -> None:

@@ -1,6 +1,13 @@
 """The benchmarks run end to end on tiny settings and print their tables."""
 
+import os
+from pathlib import Path
+
+import pytest
+from tqdm import tqdm
+
 from pyg_orch.benchmark.__main__ import main
+from pyg_orch.benchmark.spawned import run_spawned
 from pyg_orch.sampling import pyg_backend_available
 
 
@@ -37,7 +44,8 @@ def test_aggregate_benchmark_prints_a_row_per_way(capsys):
     assert sum(line.startswith("memory read (") for line in lines) == 1
 
 
-def test_epoch_benchmark_prints_every_configuration(capsys):
+@pytest.mark.slow
+def test_epoch_benchmark_prints_every_configuration(capsys, slow_unregister):
     argv = ["epoch", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "2"]
     assert (
         main([*argv, "--warmup", "1", "--batch-size", "64", "--hidden-channels", "16"])
@@ -52,6 +60,8 @@ def test_epoch_benchmark_prints_every_configuration(capsys):
         "pyg_orch hot_ratio=0.2",
     ]
     assert rows[0].split()[-2:] == ["1.00x", "1.00x"]
+    # Each hot ratio's child made tqdm's lock (presampling) and freed it.
+    _check_children_unregistered(slow_unregister, semaphores=2)
 
 
 def test_accuracy_benchmark_prints_a_row_per_model(capsys):
@@ -81,6 +91,7 @@ def test_pipeline_benchmark_prints_each_mode_with_and_without_prefetch(capsys):
         assert 0 <= float(row.split()[5].rstrip("%")) <= 100
 
 
+@pytest.mark.slow
 def test_gpu_benchmark_runs_on_the_cpu_too(capsys):
     argv = ["gpu", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "3"]
     argv += ["--warmup", "1", "--batch-size", "64", "--hidden-channels", "16"]
@@ -107,7 +118,8 @@ def test_save_writes_the_table_with_its_command_and_a_chart(tmp_path, capsys):
     assert (tmp_path / "aggregate.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_ddp_benchmark_prints_one_and_two_ranks(capsys):
+@pytest.mark.slow
+def test_ddp_benchmark_prints_one_and_two_ranks(capsys, slow_unregister):
     argv = ["ddp", "--num-nodes", "2000", "--avg-degree", "8", "--batch-size", "64"]
     argv += ["--hidden-channels", "16", "--epochs", "1", "--warmup", "0"]
     assert main(argv) == 0
@@ -119,3 +131,59 @@ def test_ddp_benchmark_prints_one_and_two_ranks(capsys):
     # Both worlds run the same epoch: 2 ranks take half the steps each, or one more.
     assert int(rows[1][2]) in (-(-int(rows[0][2]) // 2), -(-int(rows[0][2]) // 2) + 1)
     assert all(float(row[3]) > 0 for row in rows)
+    # A rank that presampled (tqdm's lock) freed it before its quick exit.
+    _check_children_unregistered(slow_unregister, semaphores=2)
+
+
+# Loaded through PYTHONPATH by the processes a test spawns: a child logs each
+# semaphore it unregisters from the resource tracker and takes a second to do
+# it, so a parent that kills its children instead of letting them exit (the
+# resource tracker then warns of "leaked semaphore objects") is caught every
+# time, not one run in a few.
+SLOW_UNREGISTER = """
+import multiprocessing
+import time
+from multiprocessing import resource_tracker
+
+_unregister = resource_tracker.unregister
+
+
+def unregister(name, rtype):
+    if multiprocessing.parent_process() is None:
+        return _unregister(name, rtype)
+    with open({log!r}, "a") as log:
+        print("unregistering", rtype, name, file=log, flush=True)
+        time.sleep(1)
+        _unregister(name, rtype)
+        print("unregistered", rtype, name, file=log)
+
+
+resource_tracker.unregister = unregister
+"""
+
+
+@pytest.fixture
+def slow_unregister(tmp_path, monkeypatch) -> Path:
+    """Loads ``SLOW_UNREGISTER`` in spawned children; returns its log."""
+    log = tmp_path / "unregistered.txt"
+    (tmp_path / "sitecustomize.py").write_text(SLOW_UNREGISTER.format(log=str(log)))
+    path = [str(tmp_path), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, path)))
+    return log
+
+
+def _check_children_unregistered(log: Path, semaphores: int) -> None:
+    """At least ``semaphores`` were unregistered, and each one to the end."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    begun = [line for line in lines if line.startswith("unregistering semaphore")]
+    assert len(begun) >= semaphores
+    # No child was killed while it unregistered one: each line has its pair.
+    assert lines == [
+        pair for line in begun for pair in (line, line.replace("ing", "ed", 1))
+    ]
+
+
+def test_run_spawned_lets_the_child_clean_up(slow_unregister):
+    # tqdm.write makes tqdm's multiprocessing lock, as presampling's bar does.
+    run_spawned(tqdm.write, "")
+    _check_children_unregistered(slow_unregister, semaphores=1)

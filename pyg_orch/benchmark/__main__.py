@@ -30,6 +30,42 @@ BENCHMARKS = {
 }
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m pyg_orch.benchmark``: one subcommand per benchmark.
+
+    Returns:
+        The parser; ``parse_args`` sets ``benchmark`` to the chosen name.
+
+    Example:
+        >>> build_parser().parse_args(["sampler", "--batches", "5"]).batches
+        5
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m pyg_orch.benchmark",
+        description="Benchmarks of pyg_orch against plain PyG, measured in one run.",
+    )
+    commands = parser.add_subparsers(dest="benchmark", required=True)
+    for name, module in BENCHMARKS.items():
+        # The docstring's first paragraph says what it measures; the rest, how.
+        summary = " ".join(module.__doc__.split("\n\n")[0].split())
+        command = commands.add_parser(
+            name,
+            help=summary,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(command)
+        command.add_argument(
+            "--save",
+            type=Path,
+            default=None,
+            metavar="FOLDER",
+            help="also write the table (NAME.txt) and its chart (NAME.png) here "
+            "(default: print only)",
+        )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parses ``argv`` and runs the chosen benchmark.
 
@@ -42,20 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     Example:
         >>> main(["sampler", "--num-nodes", "20000"])  # doctest: +SKIP
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m pyg_orch.benchmark",
-        description="Benchmarks of pyg_orch against plain PyG, measured in one run.",
-    )
-    commands = parser.add_subparsers(dest="benchmark", required=True)
-    for name, module in BENCHMARKS.items():
-        command = commands.add_parser(name, help=module.__doc__)
-        module.add_arguments(command)
-        command.add_argument(
-            "--save",
-            type=Path,
-            default=None,
-            help="also write the table (NAME.txt) and its chart (NAME.png) here",
-        )
+    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.save is None:

@@ -1,4 +1,9 @@
-"""Test accuracy with and without hot vertices: datasets x models x seeds."""
+"""Test accuracy with and without hot vertices: datasets x models x seeds.
+
+Trains each dataset and model with ``pyg-orch train``'s code at hot ratio 0 and
+at ``--hot-ratio``, once per seed. The default run (Cora, GraphSAGE and GCN,
+3 seeds of 30 epochs) takes about a minute on 2 CPU cores.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +13,46 @@ import statistics
 import time
 
 from pyg_orch.datasets import load_dataset
+from pyg_orch.options import add_option, hot_fraction, non_negative_int
 from pyg_orch.train import MODELS, TrainConfig, train
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this benchmark's options to ``parser``."""
+    defaults = TrainConfig()
     parser.add_argument(
-        "--datasets", nargs="+", default=["cora"], help="names or .npz paths"
+        "--datasets",
+        nargs="+",
+        default=["cora"],
+        help="dataset names or .npz paths, as for pyg-orch train --dataset "
+        "(default: cora)",
     )
-    parser.add_argument("--root", default=None, help="dataset root (Planetoid, OGB)")
-    parser.add_argument("--models", nargs="+", default=["sage", "gcn"], choices=MODELS)
-    parser.add_argument("--hot-ratio", type=float, default=0.2)
-    parser.add_argument("--hot-method", default="presample")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--num-neighbors", type=int, nargs="+", default=[15, 10, 5])
-    parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--hidden-channels", type=int, default=256)
+    add_option(parser, "root", defaults.root)
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=["sage", "gcn"],
+        choices=MODELS,
+        help="the PyG models; gcn runs at hot ratio 0 only (default: sage gcn)",
+    )
+    add_option(
+        parser,
+        "hot_ratio",
+        0.2,
+        type=hot_fraction,
+        help="the hot ratio compared with 0, in [0, 1]",
+    )
+    add_option(parser, "hot_method", defaults.hot_method)
+    parser.add_argument(
+        "--seeds",
+        type=non_negative_int,
+        nargs="+",
+        default=[0, 1, 2],
+        help="one run per seed; the table gives mean ± standard deviation "
+        "(default: 0 1 2)",
+    )
+    for name in ("epochs", "num_neighbors", "batch_size", "hidden_channels"):
+        add_option(parser, name, getattr(defaults, name))
 
 
 def _accuracies(data, config: TrainConfig, seeds: list[int]) -> list[float]:

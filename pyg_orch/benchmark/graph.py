@@ -1,4 +1,4 @@
-"""The synthetic graph the benchmarks run on."""
+"""The synthetic graph the benchmarks run on, and their training settings."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ import time
 from torch_geometric.data import Data
 
 from pyg_orch.datasets import power_law_graph
+from pyg_orch.options import add_graph_options, add_option
+from pyg_orch.train import TrainConfig
+
+#: The training options' defaults in the benchmarks: those of ``pyg-orch
+#: train``, with batches of 1024 seeds for graphs of a million nodes.
+BENCHMARK_DEFAULTS = TrainConfig(batch_size=1024)
 
 
 def add_graph_arguments(
@@ -21,10 +27,8 @@ def add_graph_arguments(
         >>> parser.parse_args([]).avg_degree
         20.0
     """
-    parser.add_argument("--num-nodes", type=int, default=num_nodes)
-    parser.add_argument("--avg-degree", type=float, default=20.0)
-    parser.add_argument("--num-features", type=int, default=num_features)
-    parser.add_argument("--seed", type=int, default=0)
+    add_graph_options(parser, num_nodes, num_features)
+    add_option(parser, "seed", 0)
 
 
 def benchmark_graph(args: argparse.Namespace) -> tuple[Data, str]:

@@ -1,4 +1,10 @@
-"""Milliseconds per batch with and without prefetching, and the overlap achieved."""
+"""Milliseconds per batch with and without prefetching, and the overlap achieved.
+
+Trains a few batches in each cache mode with ``prefetch=0`` and with
+``--prefetch``, on a 1M-node power-law graph, and reports how much of the
+sampling and gathering hid under training. The default run takes about 2
+minutes on 2 CPU cores.
+"""
 
 from __future__ import annotations
 
@@ -18,18 +24,41 @@ from pyg_orch.benchmark.training import EpochTiming, timed_epoch
 from pyg_orch.hotness import HotSet
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
+from pyg_orch.options import add_option, hot_fraction, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this benchmark's options to ``parser``."""
     add_graph_arguments(parser)
     add_training_arguments(parser)
-    parser.add_argument("--hot-ratio", type=float, default=0.2)
-    parser.add_argument(
-        "--caches", nargs="+", default=["static", "resample"], help="cache modes"
+    add_option(
+        parser,
+        "hot_ratio",
+        0.2,
+        type=hot_fraction,
+        help="fraction of the vertices made hot, in [0, 1] (0: no hot vertices, "
+        "static rows only)",
     )
-    parser.add_argument("--prefetch", type=int, default=2, help="batches ahead")
-    parser.add_argument("--batches", type=int, default=20, help="timed batches")
+    parser.add_argument(
+        "--caches",
+        nargs="+",
+        choices=("static", "resample"),
+        default=["static", "resample"],
+        help="the cache modes measured (default: static resample)",
+    )
+    add_option(
+        parser,
+        "prefetch",
+        2,
+        type=positive_int,
+        help="batches prepared ahead in the prefetch rows",
+    )
+    parser.add_argument(
+        "--batches",
+        type=positive_int,
+        default=20,
+        help="timed batches per configuration (default: %(default)s)",
+    )
 
 
 def _measure(

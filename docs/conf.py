@@ -5,9 +5,14 @@ Build: ``sphinx-build -W -b html docs docs/_build/html`` (warnings are errors).
 
 from __future__ import annotations
 
+import re
 import sys
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sphinx.application import Sphinx
 
 DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))
@@ -151,3 +156,41 @@ for _name, (_url, _entries) in _FALLBACK.items():
     _write_inventory(_path, _name, _entries)
     intersphinx_mapping[_name] = (_url, (None, str(_path)))
 intersphinx_timeout = 5
+
+
+# viewcode builds every "[docs]" back-link of a source page from the first
+# module name under which one of that module's objects was documented
+# (sphinx-doc/sphinx#6651). api.md documents the re-exports as `pyg_orch.X`
+# first, so `pyg_orch.hotness.in_degree` got `api.html#pyg_orch.in_degree`,
+# an id that no page has. The hook below points each back-link at the id the
+# object really has; docs/check_anchors.py checks the result in CI.
+_BACKLINK = re.compile(r'(<a class="viewcode-back" href="[^"#]*#)([^"]+)"')
+
+
+def _backlink_id(objects: dict, module: str, refname: str, anchor: str) -> str:
+    name = anchor.removeprefix(f"{refname}.")
+    for fullname in (anchor, f"{module}.{name}"):
+        if fullname in objects:
+            return objects[fullname].node_id
+    return anchor  # unknown: left for check_anchors.py to report
+
+
+def _fix_viewcode_backlinks(
+    app: Sphinx, pagename: str, templatename: str, context: dict, doctree: object
+) -> None:
+    if not pagename.startswith("_modules/") or "body" not in context:
+        return
+    module = pagename.removeprefix("_modules/").replace("/", ".")
+    entry = getattr(app.env, "_viewcode_modules", {}).get(module)
+    if not entry:
+        return  # not a module source page, or a module viewcode could not read
+    objects = app.env.get_domain("py").objects
+    refname = entry[3]  # viewcode's (code, tags, used, refname)
+    context["body"] = _BACKLINK.sub(
+        lambda m: f'{m[1]}{_backlink_id(objects, module, refname, m[2])}"',
+        context["body"],
+    )
+
+
+def setup(app: Sphinx) -> None:
+    app.connect("html-page-context", _fix_viewcode_backlinks)

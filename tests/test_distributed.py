@@ -173,6 +173,7 @@ def test_two_ranks_train_identical_replicas(tmp_path):
     assert all(r["shared_x"] for r in ranks)
 
 
+@pytest.mark.slow
 def test_the_graph_is_shared_not_copied_per_rank(tmp_path):
     ranks = _spawn("memory", tmp_path)
     graph_kb = ranks[0]["bytes"] // 1024
@@ -225,6 +226,7 @@ def shm_folder():
     shutil.rmtree(folder)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("doomed", [0, 1], ids=["local-leader", "other-rank"])
 def test_a_rank_killed_mid_share_leaves_no_files_after_the_next_launch(
     shm_folder, doomed

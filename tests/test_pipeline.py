@@ -409,6 +409,7 @@ def test_a_second_iteration_leaves_the_first_one_whole(cora, kwargs):
         assert torch.equal(got, want)
 
 
+@pytest.mark.slow
 def test_gat_in_embedding_mode_trains_as_well_as_plain_gat_on_cora(cora):
     from pyg_orch.train import TrainConfig, train
 

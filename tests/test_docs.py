@@ -240,3 +240,20 @@ def test_the_guarantees_page_quotes_the_real_case_counts():
     assert f"holds {len(BAD_INPUTS)} bad-input cases" in page
     assert f"{FUZZ_EXAMPLES:,} cases" in page
 
+
+
+def test_the_readme_starts_with_its_two_commands_and_ci_runs_the_second():
+    readme = (ROOT / "README.md").read_text()
+    first_block = re.search(r"```bash\n(.*?)```", readme, re.S)
+    assert readme.index(first_block.group(0)) < readme.index("\n## ")
+    install_and_train, install_and_test = first_block.group(1).splitlines()
+    assert install_and_train == "pip install -e . && pyg-orch train"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    # .ci/run runs the README's test command itself, then the slow tests.
+    assert install_and_test in ci
+    assert ci.index("pytest -m slow") > ci.index(install_and_test)
+    # The README's command leaves the slow tests out, and says so with times.
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'addopts = "--doctest-modules -m \\"not slow\\""' in pyproject
+    assert re.search(r"`pytest` takes about \d+ min", readme)
+    assert re.search(r"`pytest -m slow`[^.]*about \d+ min", readme)

@@ -532,7 +532,7 @@ def exit_without_teardown() -> None:
 
     Call it last in a spawned rank's function, after its results are saved
     and a final :func:`torch.distributed.barrier`. The exit handler of
-    :mod:`multiprocessing` still runs, as on a normal exit.
+    ``multiprocessing`` still runs, as on a normal exit.
 
     Example:
         >>> dist.barrier()  # doctest: +SKIP

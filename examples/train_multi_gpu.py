@@ -29,7 +29,7 @@ from torch_geometric.nn import GraphSAGE
 from pyg_orch import distributed as pd
 from pyg_orch.datasets import load_cora
 from pyg_orch.model import cache_kind
-from pyg_orch.options import add_option, hot_fraction
+from pyg_orch.options import add_option, add_rank_options
 from pyg_orch.train import TrainConfig, evaluate
 
 
@@ -41,22 +41,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name in ("epochs", "num_neighbors", "hidden_channels", "lr", "seed"):
         add_option(parser, name, getattr(defaults, name))
-    add_option(
-        parser,
-        "batch_size",
-        defaults.batch_size,
-        help="training seed nodes per batch, per rank",
-    )
+    add_rank_options(parser, defaults.batch_size, defaults.hot_ratio)
     add_option(parser, "eval_batch_size", defaults.eval_batch_size)
-    # broadcast_hot takes a ratio: "auto" has no per-rank measurement to use.
-    add_option(
-        parser,
-        "hot_ratio",
-        defaults.hot_ratio,
-        type=hot_fraction,
-        help="fraction of the vertices made hot, in [0, 1] (0: none); chosen "
-        "once, on rank 0",
-    )
     add_option(parser, "hot_method", defaults.hot_method)
     add_option(parser, "device_cache", 0)
     parser.add_argument(

@@ -37,6 +37,7 @@ __all__ = [
     "add_graph_options",
     "add_hot_options",
     "add_option",
+    "add_rank_options",
     "add_training_options",
     "bytes_or_auto",
     "config_from_args",
@@ -403,6 +404,39 @@ def add_execution_options(parser: _Container, defaults: TrainConfig) -> None:
         dest="progress",
         action="store_false",
         help="do not show progress bars (default: shown)",
+    )
+
+
+def add_rank_options(parser: _Container, batch_size: int, hot_ratio: float) -> None:
+    """Adds ``--batch-size`` and ``--hot-ratio`` as data-parallel ranks read them.
+
+    The batch is per rank. The hot set is chosen once, on rank 0, and
+    broadcast, so ``"auto"`` (which measures one process) is not offered.
+
+    Args:
+        parser: the parser, or one of its argument groups.
+        batch_size: the default of ``--batch-size``.
+        hot_ratio: the default of ``--hot-ratio``.
+
+    Example:
+        >>> parser = argparse.ArgumentParser()
+        >>> add_rank_options(parser, batch_size=64, hot_ratio=0.1)
+        >>> parser.parse_args(["--hot-ratio", "0.2"]).hot_ratio
+        0.2
+    """
+    add_option(
+        parser,
+        "batch_size",
+        batch_size,
+        help="training seed nodes per batch, per rank",
+    )
+    add_option(
+        parser,
+        "hot_ratio",
+        hot_ratio,
+        type=hot_fraction,
+        help="fraction of the vertices made hot, in [0, 1] (0: none); chosen "
+        "once, on rank 0",
     )
 
 

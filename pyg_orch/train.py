@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from pyg_orch.cache import CACHE_MODES
 from pyg_orch.hotness import check_hot_method, check_hot_ratio
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
+from pyg_orch.validation import check_device_cache, check_num_workers
 
 #: ``--model`` choices: PyG models OrchModel serves exactly from the hot cache.
 MODELS: dict[str, type[BasicGNN]] = {
@@ -209,19 +210,15 @@ class TrainConfig:
             self._check_cache()
         if self.prefetch is not None:
             _check_int(self.prefetch, "prefetch", "--prefetch", minimum=0)
-        bytes_ok = _is_int(self.device_cache) and self.device_cache >= 0
-        if not (bytes_ok or self.device_cache == "auto"):
-            raise ValueError(
-                "device_cache (--device-cache) must be a number of bytes >= 0 or "
-                f"'auto', got {self.device_cache!r}"
-            )
-        threads = self.prefetch or self.cache in ("resample", "embedding")
-        if self.num_workers > 0 and threads:
-            raise ValueError(
-                "num_workers (--num-workers) cannot be combined with --prefetch or "
-                "the resample and embedding cache modes, which run in threads of "
-                "the main process: use --num-workers 0"
-            )
+        _naming_option(
+            "device_cache", "--device-cache", check_device_cache, self.device_cache
+        )
+        # Batches go to the device through the loader's threads only without
+        # workers (pipeline_arguments), so no device is named here.
+        _naming_option(
+            "num_workers", "--num-workers", check_num_workers,
+            self.num_workers, self.prefetch or 0, None, self.cache,
+        )  # fmt: skip
 
     def _check_cache(self) -> None:
         if self.cache not in CACHE_MODES:
@@ -242,12 +239,16 @@ class TrainConfig:
             )
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _naming_option(name: str, option: str, check: Callable, *args: object) -> None:
+    # The loader's own check, with the field and its option named first.
+    try:
+        check(*args)
+    except ValueError as error:
+        raise ValueError(f"{name} ({option}): {error}") from None
 
 
 def _check_int(value: object, name: str, option: str, minimum: int) -> None:
-    if not _is_int(value):
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} ({option}) must be an integer, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} ({option}) must be >= {minimum}, got {value}")

@@ -612,6 +612,30 @@ def check_pipeline_options(
         raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
 
 
+def check_num_workers(
+    num_workers: Any, prefetch: int, device: Any, cache: str | None
+) -> None:
+    """Checks that DataLoader worker processes come without pyg_orch's threads.
+
+    ``prefetch``, ``device`` and the ``resample`` and ``embedding`` cache modes
+    run in threads of the main process, which worker processes would bypass.
+
+    Example:
+        >>> check_num_workers(2, prefetch=0, device=None, cache="static")
+        >>> check_num_workers(2, prefetch=2, device=None, cache=None)
+        Traceback (most recent call last):
+        ...
+        ValueError: num_workers=2 cannot be combined with prefetch, device or the resample and embedding cache modes: they run in pyg_orch's own threads, not in DataLoader worker processes. Set num_workers=0
+    """  # noqa: E501 - a doctest's output is one line
+    threads = prefetch > 0 or device is not None or cache in ("resample", "embedding")
+    if _is_int(num_workers) and num_workers > 0 and threads:
+        raise ValueError(
+            f"num_workers={num_workers} cannot be combined with prefetch, device "
+            f"or the resample and embedding cache modes: they run in pyg_orch's "
+            f"own threads, not in DataLoader worker processes. Set num_workers=0"
+        )
+
+
 def check_hot_fanout(hot_fanout: Any) -> None:
     """Checks ``hot_fanout``: ``None`` (the largest fan-out), >= 1 or -1.
 
@@ -713,14 +737,7 @@ def check_loader_arguments(
         )
     if "batch_size" in kwargs:
         check_batch_size(kwargs["batch_size"])
-    num_workers = kwargs.get("num_workers", 0)
-    threads = prefetch > 0 or device is not None or cache in ("resample", "embedding")
-    if _is_int(num_workers) and num_workers > 0 and threads:
-        raise ValueError(
-            f"num_workers={num_workers} cannot be combined with prefetch, device "
-            f"or the resample and embedding cache modes: they run in pyg_orch's "
-            f"own threads, not in DataLoader worker processes. Set num_workers=0"
-        )
+    check_num_workers(kwargs.get("num_workers", 0), prefetch, device, cache)
     if not isinstance(check_finite, bool):
         raise ValueError(f"check_finite must be True or False, got {check_finite!r}")
     wants_hot = hot is not None or hot_ratio != 0

@@ -208,7 +208,6 @@ def _exit_status(argv: list[str]) -> int:
 @pytest.mark.parametrize(
     ("argv", "option"),
     [
-        (["--batch-size", "0"], "--batch-size"),
         (["--num-neighbors", ","], "--num-neighbors"),
         (["--device", "cuda:99"], "--device"),
         (["--dataset", "no-such-dataset"], "no-such-dataset"),

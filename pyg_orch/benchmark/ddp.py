@@ -24,28 +24,20 @@ from pyg_orch.benchmark.graph import (
     add_graph_arguments,
     benchmark_graph,
 )
-from pyg_orch.options import add_option, hot_fraction, non_negative_int, positive_int
+from pyg_orch.options import (
+    add_option,
+    add_rank_options,
+    non_negative_int,
+    positive_int,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this benchmark's options to ``parser``."""
     add_graph_arguments(parser, num_nodes=100_000)
     add_option(parser, "num_neighbors", list(BENCHMARK_DEFAULTS.num_neighbors))
-    add_option(
-        parser,
-        "batch_size",
-        BENCHMARK_DEFAULTS.batch_size,
-        help="training seed nodes per batch, per rank",
-    )
     add_option(parser, "hidden_channels", BENCHMARK_DEFAULTS.hidden_channels)
-    add_option(
-        parser,
-        "hot_ratio",
-        0.1,
-        type=hot_fraction,
-        help="fraction of the vertices made hot, in [0, 1] (0: none); chosen "
-        "once, on rank 0",
-    )
+    add_rank_options(parser, BENCHMARK_DEFAULTS.batch_size, hot_ratio=0.1)
     parser.add_argument(
         "--ranks",
         type=positive_int,

@@ -6,6 +6,7 @@ bottom-layer aggregation from the CPU while the device trains the rest.
 
 from pyg_orch.cache import FeatureCache, HotCache
 from pyg_orch.hotness import HotSet, select_hot
+from pyg_orch.link_loader import OrchLinkNeighborLoader
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
 from pyg_orch.pipeline import HotRefresher, Pipeline
@@ -18,6 +19,7 @@ __all__ = [
     "HotCache",
     "HotRefresher",
     "HotSet",
+    "OrchLinkNeighborLoader",
     "OrchModel",
     "OrchNeighborLoader",
     "OrchNeighborSampler",

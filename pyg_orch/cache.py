@@ -1,4 +1,12 @@
-"""The static hot cache: bottom-layer aggregates of the hot vertices."""
+"""The caches: the hot vertices' bottom-layer values, and features on the device.
+
+:class:`HotCache` holds the hot vertices' values on the CPU (and, when they
+fit, on the device); :class:`FeatureCache` keeps the raw feature rows of the
+most often gathered vertices on the device. The functions below size the
+device caches (:func:`device_budget`, :func:`build_feature_cache`) and split
+a batch between them: :func:`gather_features` gathers on the CPU what they
+lack, :func:`to_device` completes the batch on the device from what they hold.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+from torch_geometric.data import Data
 
+from pyg_orch.hotness import out_degree
 from pyg_orch.kernels import aggregate as kernels
-from pyg_orch.kernels.sample import sample_layers
+from pyg_orch.kernels.sample import sample_homogeneous
 from pyg_orch.sampling import node_map
 
 #: The aggregations the cache computes.
@@ -20,6 +30,9 @@ AGGREGATIONS = ("mean", "sum", "max", "gcn")
 CACHE_MODES = ("static", "resample", "embedding")
 # Hot nodes per chunk of embedding computation: bounds the gathered rows.
 _EMBED_CHUNK = 8192
+# Share of free GPU memory a device_cache="auto" takes; the rest is left to
+# training (activations, gradients, the allocator's slack).
+_AUTO_DEVICE_SHARE = 0.5
 
 
 class HotCache:
@@ -190,7 +203,7 @@ class HotCache:
             ``(n_id, edge_index)``: global ids of the subgraph's nodes,
             ``nodes`` first, and its edges in local ids (source, target).
         """
-        node, row, col, *_ = sample_layers(
+        node, row, col, *_ = sample_homogeneous(
             self.colptr.numpy(),
             self.row.numpy(),
             nodes.numpy(),
@@ -357,3 +370,119 @@ class FeatureCache:
         cached = slots >= 0
         cached_index = cached.nonzero().view(-1)
         return cached_index, slots[cached_index], (~cached).nonzero().view(-1)
+
+
+def device_budget(device_cache: int | str, device: torch.device | None) -> int:
+    """Bytes of ``device`` memory the device caches may take.
+
+    Args:
+        device_cache: bytes, or ``"auto"``: half of the free GPU memory
+            (nothing on another device). Checked by
+            :func:`~pyg_orch.validation.check_device_cache`.
+        device: where batches are delivered (set when ``"auto"``).
+
+    Example:
+        >>> device_budget(1024, None), device_budget("auto", torch.device("cpu"))
+        (1024, 0)
+    """
+    if device_cache != "auto":
+        return device_cache
+    if device.type != "cuda":
+        return 0
+    return int(torch.cuda.mem_get_info(device)[0] * _AUTO_DEVICE_SHARE)
+
+
+def row_bytes(x: Tensor) -> int:
+    """Bytes of one feature row of ``x``.
+
+    Example:
+        >>> row_bytes(torch.zeros(5, 3))
+        12
+    """
+    return x[0].numel() * x.element_size()
+
+
+def build_feature_cache(
+    x: Tensor, row: Tensor, budget: int, device: torch.device | None
+) -> FeatureCache | None:
+    """The :class:`FeatureCache` of the vertices of highest out-degree that fits.
+
+    Args:
+        x: all raw features (CPU).
+        row: CSC row (source) indices of the graph: they give the out-degrees.
+        budget: bytes of ``device`` memory the cached rows may take.
+        device: where to keep them.
+
+    Returns:
+        The cache, or ``None`` when not one row fits.
+
+    Example:
+        >>> x = torch.arange(6.0).view(3, 2)
+        >>> cache = build_feature_cache(x, torch.tensor([1, 1, 0]), 8, "cpu")
+        >>> cache.values.tolist()
+        [[2.0, 3.0]]
+    """
+    num_rows = min(budget // max(row_bytes(x), 1), x.size(0))
+    if num_rows == 0:
+        return None
+    counts = out_degree(row, x.size(0))
+    order = torch.sort(counts, descending=True, stable=True).indices
+    return FeatureCache(x, order[:num_rows], device)
+
+
+def gather_features(batch: Data, x: Tensor, feature_cache: FeatureCache | None) -> None:
+    """Gathers the feature rows of ``batch`` that ``feature_cache`` lacks.
+
+    Into page-locked buffers (under CUDA): ``batch.x`` without a cache, else
+    ``x_cold`` (the rows not cached), their positions ``x_cold_index``, and
+    the positions and slots of the cached rows, from which :func:`to_device`
+    assembles ``x`` on the device.
+
+    Example:
+        >>> x = torch.arange(6.0).view(3, 2)
+        >>> batch = Data(n_id=torch.tensor([2, 0]))
+        >>> gather_features(batch, x, FeatureCache(x, torch.tensor([2]), "cpu"))
+        >>> batch.x_cold.tolist(), batch.x_cold_index.tolist()
+        ([[0.0, 1.0]], [1])
+    """
+    if feature_cache is None:
+        batch.x = gather(x, batch.n_id)
+        return
+    cached_index, cached_slot, cold_index = feature_cache.split(batch.n_id)
+    batch.x_cold = gather(x, batch.n_id[cold_index])
+    batch.x_cold_index = cold_index
+    batch.x_cached_index, batch.x_cached_slot = cached_index, cached_slot
+
+
+def to_device(
+    batch: Data,
+    device: torch.device | str,
+    hot_cache: HotCache | None,
+    feature_cache: FeatureCache | None,
+) -> Data:
+    """Copies ``batch`` to ``device`` and completes it from the caches there.
+
+    ``hot_agg`` comes from the device values of ``hot_cache`` where the batch
+    holds ``hot_slot``, and ``x`` is assembled from ``x_cold`` and the rows
+    of ``feature_cache`` where :func:`gather_features` split it.
+
+    Example:
+        >>> x = torch.arange(6.0).view(3, 2)
+        >>> features = FeatureCache(x, torch.tensor([2]), "cpu")
+        >>> batch = Data(n_id=torch.tensor([2, 0]))
+        >>> gather_features(batch, x, features)
+        >>> to_device(batch, "cpu", None, features).x.tolist()
+        [[4.0, 5.0], [0.0, 1.0]]
+    """
+    batch = batch.to(device, non_blocking=True)
+    if "hot_slot" in batch:
+        batch.hot_agg = hot_cache.device_values()[batch.hot_slot]
+        del batch.hot_slot
+    if "x_cold" in batch:
+        x = batch.x_cold.new_empty(batch.num_nodes, batch.x_cold.size(1))
+        x[batch.x_cold_index] = batch.x_cold
+        x[batch.x_cached_index] = feature_cache.values[batch.x_cached_slot]
+        for key in ("x_cold_index", "x_cold", "x_cached_index", "x_cached_slot"):
+            del batch[key]
+        batch.x = x
+    return batch

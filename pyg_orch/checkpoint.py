@@ -32,7 +32,7 @@ POSITION_KEYS = ("jobs", "generator_state", "refresh_seed", "next", "refreshes")
 # Rows a fingerprint reads from each tensor: enough to tell graphs apart, few
 # enough that checkpointing a billion-edge graph costs nothing.
 _FINGERPRINT_ROWS = 64
-# How a hot set not chosen by the loader is marked (see loader._as_hot_set).
+# How a hot set not chosen by the loader is marked (see hotness.as_hot_set).
 _GIVEN = "given"
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
 from pyg_orch.kernels.power_law import (
     alias_table,
@@ -822,6 +822,77 @@ def power_law_graph(
         val_mask=val,
         test_mask=test,
     )
+
+
+# ogbn-mag's node and edge counts (OGB's statistics), which
+# power_law_hetero_graph scales.
+MAG_NODES = {
+    "paper": 736_389,
+    "author": 1_134_649,
+    "institution": 8_740,
+    "field_of_study": 59_965,
+}
+MAG_RELATIONS = {
+    ("author", "affiliated_with", "institution"): 1_043_998,
+    ("author", "writes", "paper"): 7_145_660,
+    ("paper", "cites", "paper"): 5_416_271,
+    ("paper", "has_topic", "field_of_study"): 7_505_078,
+}
+
+
+def power_law_hetero_graph(
+    scale: float = 1.0, exponent: float = 2.1, seed: int = 0
+) -> HeteroData:
+    """Generates an ogbn-mag-shaped heterogeneous graph with power-law degrees.
+
+    ogbn-mag's four node types and four relations, each with
+    ``scale`` times its node and edge counts (1.9M nodes and 21.1M edges at
+    ``scale=1``), plus the reverse of every relation (``rev_<relation>``), as
+    :class:`~torch_geometric.transforms.ToUndirected` would add them. Both
+    ends of each edge are drawn Chung-Lu style: by power-law weights of the
+    nodes of their type, hubs spread over the id range. Duplicate edges are
+    kept. Only the structure is generated (no features): it is what samplers
+    read.
+
+    Args:
+        scale: fraction of ogbn-mag's size, in ``(0, 1]`` or above.
+        exponent: power-law exponent of the degree distributions (> 1).
+        seed: seed; the output depends on nothing else.
+
+    Returns:
+        A :class:`~torch_geometric.data.HeteroData` with ``num_nodes`` per type
+        and eight edge types.
+
+    Example:
+        >>> data = power_law_hetero_graph(scale=0.001)
+        >>> data["paper"].num_nodes, len(data.edge_types)
+        (736, 8)
+    """
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
+    if not exponent > 1:
+        raise ValueError(f"exponent must be > 1, got {exponent}")
+    rng = np.random.default_rng(seed)
+    data = HeteroData()
+    weights = {}
+    for node_type, count in MAG_NODES.items():
+        num_nodes = max(round(count * scale), 1)
+        data[node_type].num_nodes = num_nodes
+        weights[node_type] = rng.permutation(_rank_weights(num_nodes, 10.0, exponent))
+        weights[node_type] /= weights[node_type].sum()
+    for (src, relation, dst), count in MAG_RELATIONS.items():
+        num_edges = max(round(count * scale), 1)
+        edge_index = torch.from_numpy(
+            np.stack(
+                [
+                    rng.choice(weights[src].size, num_edges, p=weights[src]),
+                    rng.choice(weights[dst].size, num_edges, p=weights[dst]),
+                ]
+            )  # fmt: skip
+        )
+        data[src, relation, dst].edge_index = edge_index
+        data[dst, f"rev_{relation}", src].edge_index = edge_index.flip(0)
+    return data
 
 
 # --------------------------------------------------------------------------

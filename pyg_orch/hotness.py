@@ -80,6 +80,44 @@ class HotSet:
         return mask
 
 
+def as_hot_set(hot: HotSet | Tensor, num_nodes: int) -> HotSet:
+    """The hot set a loader was given: a :class:`HotSet`, node ids or a mask.
+
+    Node ids are deduplicated and sorted; a set not chosen by
+    :func:`~pyg_orch.select_hot` has the method ``"given"`` and no scores.
+
+    Args:
+        hot: a :class:`HotSet`, node ids, or a boolean mask over the nodes.
+        num_nodes: the graph's number of nodes.
+
+    Raises:
+        ValueError: a mask of another length, or ids outside the graph.
+
+    Example:
+        >>> hot = as_hot_set(torch.tensor([2, 0, 2]), num_nodes=3)
+        >>> hot.nodes.tolist(), hot.method
+        ([0, 2], 'given')
+    """
+    if isinstance(hot, HotSet):
+        nodes = hot.nodes
+    elif hot.dtype == torch.bool:
+        if hot.numel() != num_nodes:
+            raise ValueError(
+                f"hot is a mask of {hot.numel()} entries but the graph has "
+                f"{num_nodes} nodes; was it made for another graph?"
+            )
+        nodes = hot.nonzero().view(-1)
+    else:
+        nodes = hot.to(torch.long).unique()
+    if nodes.numel() and (nodes.min() < 0 or nodes.max() >= num_nodes):
+        raise ValueError(
+            f"hot holds node ids outside [0, {num_nodes}); was it made for "
+            f"another graph?"
+        )
+    counts = hot.counts if isinstance(hot, HotSet) else torch.zeros(0, dtype=torch.long)
+    return HotSet(nodes, counts, hot.method if isinstance(hot, HotSet) else "given")
+
+
 def frontier_size(num_sampled_nodes: list[int]) -> int:
     """Nodes of hops ``0..L-1``: those whose bottom-layer output a batch needs.
 

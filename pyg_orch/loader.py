@@ -1,187 +1,49 @@
-"""``OrchNeighborLoader``: PyG's ``NeighborLoader`` with a hot/cold split."""
+"""``OrchNeighborLoader``: PyG's ``NeighborLoader`` with a hot/cold split.
+
+A thin shell, as PyG's ``NeighborLoader`` is over ``NodeLoader`` and
+``NeighborSampler``: it samples with :class:`~pyg_orch.OrchNeighborSampler`
+and hands each job to the object that does it. The hot set, its cache and
+what it serves live in :class:`~pyg_orch.hot.HotVertices`; the device caches
+in :mod:`pyg_orch.cache`; the batches the pipeline yields in
+:class:`~pyg_orch.producer.BatchProducer`; the epochs and the position a
+checkpoint saves in :class:`~pyg_orch.epoch.Epochs`; the per-batch
+statistics in :mod:`pyg_orch.stats`.
+"""
 
 from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import time
-import weakref
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
-from torch_geometric.sampler.base import SubgraphType
 
-from pyg_orch.cache import AGGREGATIONS, FeatureCache, HotCache, gather
-from pyg_orch.checkpoint import check_saved_weights, check_state, loader_identity
-from pyg_orch.hotness import (
-    AUTO_RATIOS,
-    HotRatioTuning,
-    HotSet,
-    choose_hot_ratio,
-    frontier_size,
-    median_seconds,
-    out_degree,
-    select_hot,
-    top_fraction,
+from pyg_orch.cache import (
+    FeatureCache,
+    HotCache,
+    build_feature_cache,
+    device_budget,
+    gather_features,
 )
-from pyg_orch.pipeline import (
-    HotRefresher,
-    Pipeline,
-    PipelineStats,
-    refresh_seed,
-)
-from pyg_orch.sampling import OrchNeighborSampler, drawing_from
+from pyg_orch.checkpoint import check_state, loader_identity
+from pyg_orch.epoch import EpochPlan as EpochPlan
+from pyg_orch.epoch import Epochs
+from pyg_orch.hot import HotVertices
+from pyg_orch.hotness import AUTO_RATIOS, HotRatioTuning, HotSet
+from pyg_orch.producer import BatchProducer
+from pyg_orch.sampling import OrchNeighborSampler
+from pyg_orch.stats import STATS_HISTORY as STATS_HISTORY
+from pyg_orch.stats import BatchStats as BatchStats
+from pyg_orch.stats import LoaderStats, batch_stats
 from pyg_orch.validation import check_loader_arguments, feature_tensor
 
-# Share of free GPU memory a device_cache="auto" takes; the rest is left to
-# training (activations, gradients, the allocator's slack).
-_AUTO_DEVICE_SHARE = 0.5
-
-
-@dataclass
-class BatchStats:
-    """What one mini-batch cost the CPU side.
-
-    Attributes:
-        nodes_per_hop: sampled nodes per hop (seeds first).
-        edges_per_hop: sampled edges per hop.
-        num_hot: hot frontier nodes served from the cache.
-        bytes_gathered: bytes of features and hot aggregates copied.
-        sample_seconds: time spent sampling.
-        gather_seconds: time spent gathering features and aggregates.
-
-    Example:
-        >>> BatchStats([2, 4], [4], 1, 64, 0.5, 0.25).num_hot
-        1
-    """
-
-    nodes_per_hop: list[int]
-    edges_per_hop: list[int]
-    num_hot: int
-    bytes_gathered: int
-    sample_seconds: float
-    gather_seconds: float
-
-
-@dataclass
-class EpochPlan:
-    """What decides an epoch's batches in the pipeline, drawn when it starts.
-
-    Attributes:
-        jobs: the seed indices of every batch, in order.
-        generator_state: the sampler's generator state at the epoch's start.
-        refresh_seed: the base seed of the hot refresher's buffers.
-        start: the first batch to yield (non-zero when resumed).
-        refreshes: the hot buffers started and still needed, ``version ->
-            (step, weights)``: the training step each was started at, and the
-            bottom layer's ``state_dict()`` it is computed from (``None`` in
-            resample mode). Kept up to date by the refresher, so that a
-            checkpoint resumes them as they were.
-
-    Example:
-        >>> EpochPlan([[0, 1], [2]], torch.Generator().get_state(), 7).start
-        0
-    """
-
-    jobs: list[list[int]]
-    generator_state: Tensor
-    refresh_seed: int
-    start: int = 0
-    refreshes: dict[int, tuple[int, Any]] = field(default_factory=dict)
-
-
-# Per-batch statistics kept by LoaderStats: the totals cover every batch, this
-# many of the latest are kept one by one, so a long run's memory stays flat.
-STATS_HISTORY = 4096
-
-
-class LoaderStats:
-    """Per-batch statistics of a loader, kept in the process that filters.
-
-    With ``filter_per_worker=True`` batches are filtered in worker processes,
-    so their statistics stay there. Totals cover every batch since the last
-    :meth:`reset`; only the latest ``history`` batches are kept one by one.
-
-    Args:
-        history: how many of the latest batches :attr:`batches` keeps.
-
-    Attributes:
-        batches: statistics of the latest batches, oldest first.
-        count: batches since the last :meth:`reset`.
-
-    Example:
-        >>> stats = LoaderStats()
-        >>> stats.add(BatchStats([2, 4], [4], 1, 64, 0.5, 0.25))
-        >>> stats.count, stats.mean()["nodes"]
-        (1, 6.0)
-        >>> stats.reset()
-        >>> list(stats.batches)
-        []
-    """
-
-    def __init__(self, history: int = STATS_HISTORY) -> None:
-        self.batches: deque[BatchStats] = deque(maxlen=history)
-        self.count = 0
-        self._totals = _stat_values(_NO_BATCH)
-
-    def add(self, stats: BatchStats) -> None:
-        """Counts one batch."""
-        self.batches.append(stats)
-        self.count += 1
-        for key, value in _stat_values(stats).items():
-            self._totals[key] += value
-
-    def reset(self) -> None:
-        """Forgets all batches."""
-        self.batches.clear()
-        self.count = 0
-        self._totals = _stat_values(_NO_BATCH)
-
-    def totals(self) -> dict[str, float]:
-        """Nodes, edges, hot nodes, bytes and seconds summed over all batches.
-
-        Example:
-            >>> stats = LoaderStats()
-            >>> stats.add(BatchStats([2, 4], [4], 1, 64, 0.5, 0.25))
-            >>> stats.totals()["bytes_gathered"]
-            64.0
-        """
-        return dict(self._totals)
-
-    def mean(self) -> dict[str, float]:
-        """Mean nodes, edges, hot nodes, bytes and seconds per batch.
-
-        Example:
-            >>> stats = LoaderStats()
-            >>> stats.add(BatchStats([2, 4], [4], 1, 64, 0.5, 0.25))
-            >>> stats.mean()["nodes"], stats.mean()["sample_seconds"]
-            (6.0, 0.5)
-        """
-        count = max(self.count, 1)
-        return {key: value / count for key, value in self._totals.items()}
-
-
-def _stat_values(stats: BatchStats) -> dict[str, float]:
-    values = {
-        "nodes": sum(stats.nodes_per_hop),
-        "edges": sum(stats.edges_per_hop),
-        "hot": stats.num_hot,
-        "bytes_gathered": stats.bytes_gathered,
-        "sample_seconds": stats.sample_seconds,
-        "gather_seconds": stats.gather_seconds,
-    }
-    return {key: float(value) for key, value in values.items()}
-
-
-# The totals before the first batch: zero for every statistic.
-_NO_BATCH = BatchStats([], [], 0, 0, 0.0, 0.0)
+# The names imported "as" themselves were defined here before they moved, and
+# stay importable from here.
 
 
 class OrchNeighborLoader(NeighborLoader):
@@ -303,13 +165,9 @@ class OrchNeighborLoader(NeighborLoader):
         if "batch_size" in kwargs:
             # A NumPy int passes the check, but DataLoader takes only an int.
             kwargs["batch_size"] = int(kwargs["batch_size"])
-        staleness = 2 * super_batch - 1 if staleness is None else staleness
         if kwargs.get("neighbor_sampler") is None:
-            kwargs["neighbor_sampler"] = OrchNeighborSampler(
-                data,
-                num_neighbors,
-                **{key: kwargs[key] for key in _SAMPLER_ARGUMENTS if key in kwargs},
-                share_memory=kwargs.get("num_workers", 0) > 0,
+            kwargs["neighbor_sampler"] = OrchNeighborSampler.for_loader(
+                data, num_neighbors, kwargs
             )
         # With a device, the loader gathers x itself (page-locked, and only
         # the rows the feature cache lacks): PyG filters a graph without it.
@@ -323,85 +181,75 @@ class OrchNeighborLoader(NeighborLoader):
             del data.x
             data.num_nodes = num_nodes
         super().__init__(data, num_neighbors, **kwargs)
-        self.hot_ratio, self.hot_method = hot_ratio, hot_method
-        self.super_batch, self.staleness = super_batch, staleness
+        self.hot_method = hot_method
         self.prefetch = prefetch
-        self.hot_fanout = _default_hot_fanout(num_neighbors, hot_fanout)
         self.stats = LoaderStats()
-        self.hot: HotSet | None = None
-        self.cache: HotCache | None = None
-        budget = self._device_budget(device_cache)
-        self._hot_device_bytes = 0
-        # The pipeline iterations started, with their epochs and counters.
-        self._iterations: list[
-            tuple[weakref.ref[Pipeline], EpochPlan, PipelineStats]
-        ] = []
-        self._resume: EpochPlan | None = None
-        self._cache_mode = cache
-        self._serve_version = 0
-        self.tuning: HotRatioTuning | None = None
-        if hot_ratio == "auto":
-            # Scored now; the ratio is chosen when OrchModel wraps the model.
-            self._check_hot_support()
-            self._scores = self._choose_hot(max(AUTO_RATIOS), presample_epochs)
-        elif hot is not None or hot_ratio > 0:
-            self._check_hot_support()
-            if hot is None:
-                self._use_hot(self._choose_hot(hot_ratio, presample_epochs))
-            else:
-                self._use_hot(_as_hot_set(hot, self.node_sampler.colptr.numel() - 1))
-        elif cache not in (None, "static"):
-            raise ValueError(
-                f"cache={cache!r} needs hot vertices: set hot_ratio > 0 or hot"
-            )
-        budget -= self._reserve_for_hot(budget)
-        self.feature_cache = self._build_feature_cache(budget)
-
-    def _check_hot_support(self) -> None:
-        sampler = self.node_sampler
-        if (
-            not isinstance(sampler, OrchNeighborSampler)
-            or sampler.use_pyg_backend
-            or sampler.subgraph_type != SubgraphType.directional
-        ):
-            raise NotImplementedError(
-                "hot vertices need OrchNeighborLoader's own Numba sampler with "
-                "directional subgraphs (the default subgraph_type); drop the "
-                "other sampling options or set hot_ratio=0."
-            )
-        if self.features is None:
-            raise ValueError(
-                "hot vertices need node features data.x to aggregate; give the "
-                "graph an x or set hot_ratio=0"
-            )
-
-    def _choose_hot(self, hot_ratio: float, presample_epochs: int) -> HotSet:
-        return select_hot(
+        budget = device_budget(device_cache, self.device)
+        self._hot_vertices = HotVertices(
             self.node_sampler,
-            self.input_data.node,
-            hot_ratio,
-            self.hot_method,
-            batch_size=self.batch_size,
-            epochs=presample_epochs,
-            # Deterministic under torch.manual_seed, and without drawing from
-            # the global generator, so a hot ratio leaves the shuffles and
-            # initialisations of a seeded run unchanged.
-            seed=torch.initial_seed(),
+            self.features,
+            self.device,
+            ratio=hot_ratio,
+            mode=cache,
+            super_batch=super_batch,
+            num_neighbors=num_neighbors,
+            staleness=staleness,
+            fanout=hot_fanout,
+        )
+        self._hot_vertices.choose(
+            hot, hot_method, self.input_data.node, self.batch_size, presample_epochs
+        )
+        budget -= self._hot_vertices.reserve_device(budget)
+        self.feature_cache: FeatureCache | None = (
+            None
+            if self.features is None
+            else build_feature_cache(
+                self.features, self.node_sampler.row, budget, self.device
+            )
+        )
+        self._epochs = Epochs()
+        self._producer = BatchProducer(
+            self._make_batch,
+            self._hot_vertices,
+            self.device,
+            self.feature_cache,
+            prefetch,
         )
 
-    def _use_hot(self, hot: HotSet | None) -> None:
-        # Builds the hot cache for `hot` (none for None) and tells the sampler.
-        sampler = self.node_sampler
-        self.hot = hot
-        if hot is None:
-            self.cache, sampler.hot_mask = None, None
-            return
-        self.cache = HotCache(sampler.colptr, sampler.row, self.features, hot.nodes)
-        self.cache.mode = self._cache_mode or "static"
-        self.cache.mode_chosen = self._cache_mode is not None
-        if 0 < hot.nodes.numel() * self._row_bytes() <= self._hot_device_bytes:
-            self.cache.device = self.device
-        sampler.hot_mask = self.cache.mask
+    @property
+    def hot(self) -> HotSet | None:
+        """The hot vertices (:class:`~pyg_orch.hotness.HotSet`), or ``None``."""
+        return self._hot_vertices.hot
+
+    @property
+    def cache(self) -> HotCache | None:
+        """The hot vertices' :class:`~pyg_orch.HotCache`, or ``None``."""
+        return self._hot_vertices.cache
+
+    @property
+    def hot_ratio(self) -> float | str:
+        """The fraction of vertices made hot (``"auto"`` until it is chosen)."""
+        return self._hot_vertices.ratio
+
+    @property
+    def tuning(self) -> HotRatioTuning | None:
+        """What ``hot_ratio="auto"`` measured and chose, once it did."""
+        return self._hot_vertices.tuning
+
+    @property
+    def super_batch(self) -> int:
+        """Batches served by one re-sampled or embedded hot buffer."""
+        return self._hot_vertices.super_batch
+
+    @property
+    def staleness(self) -> int:
+        """Most training steps between the making of hot values and their use."""
+        return self._hot_vertices.staleness
+
+    @property
+    def hot_fanout(self) -> int:
+        """Neighbours sampled per hot vertex when its values are re-made."""
+        return self._hot_vertices.fanout
 
     def serve(self, kind: str, snapshot: Callable[[], Any] | None = None) -> int:
         """Declares what the batches' hot values are for (``OrchModel`` calls it).
@@ -437,56 +285,7 @@ class OrchNeighborLoader(NeighborLoader):
             >>> next(iter(loader)).hot_kind
             'mean'
         """
-        self._apply_serving(kind, snapshot)
-        self._serve_version = next(_SERVINGS)
-        return self._serve_version
-
-    def _apply_serving(self, kind: str, snapshot: Callable[[], Any] | None) -> None:
-        # Sets the cache up for `kind`; the version is serve's to give.
-        cache = self.cache
-        if cache is None:
-            raise ValueError(
-                "this loader has no hot vertices (hot_ratio=0 and no hot set): "
-                "there are no hot values to serve"
-            )
-        if kind == "embedding":
-            self._serve_embedding(cache, snapshot)
-        else:
-            self._serve_aggregation(cache, kind)
-
-    @staticmethod
-    def _serve_embedding(cache: HotCache, snapshot: Any) -> None:
-        if snapshot is None:
-            raise ValueError("serve('embedding') needs the snapshot of the layer")
-        if cache.mode_chosen and cache.mode != "embedding":
-            raise NotImplementedError(
-                f"the bottom layer aggregates with weights, so its hot rows need "
-                f"layer outputs, but the loader was built with "
-                f"cache={cache.mode!r}, which serves raw-feature aggregations; "
-                f"build it with cache='embedding' (or leave cache unset)"
-            )
-        cache.mode, cache.kind, cache.snapshot = "embedding", "embedding", snapshot
-
-    def _serve_aggregation(self, cache: HotCache, kind: str) -> None:
-        if kind not in AGGREGATIONS:
-            raise ValueError(
-                f"kind must be one of {AGGREGATIONS} or 'embedding', got {kind!r}"
-            )
-        if cache.mode == "embedding":
-            if cache.mode_chosen:
-                raise NotImplementedError(
-                    "the loader was built with cache='embedding', which serves "
-                    "layer outputs; serve it with kind='embedding' or build it "
-                    "with another cache mode"
-                )
-            cache.mode = "static"  # an earlier model had switched it
-        cache.kind, cache.snapshot = kind, None
-        if cache.mode == "static":
-            # Computed now, not during the first batch: before any worker
-            # process is forked, and outside the training time.
-            cache.values()
-            if cache.device is not None:
-                cache.device_values()
+        return self._hot_vertices.serve(kind, snapshot)
 
     def tune_hot_ratio(
         self,
@@ -514,123 +313,25 @@ class OrchNeighborLoader(NeighborLoader):
         Returns:
             The measurements and the choice.
         """
-        cpu, device = [], []
-        # A discarded round first: one-off costs (kernel compilation, lazy
-        # initialisation, allocator growth) would otherwise land on the first.
-        self._time_batches(step_seconds, 1)
-        for ratio in ratios:
-            self._use_hot(self._top(ratio))
-            if self.cache is not None:
-                serve(self)
-            cpu_seconds, device_seconds = self._time_batches(step_seconds, batches)
-            cpu.append(cpu_seconds)
-            device.append(device_seconds)
-        overlap = self.prefetch > 0
-        chosen = choose_hot_ratio(list(ratios), cpu, device, overlap)
-        self._use_hot(self._top(chosen))
-        if self.cache is not None:
-            serve(self)
-        self.hot_ratio = chosen
+        tuning = self._hot_vertices.tune(
+            functools.partial(serve, self),
+            functools.partial(self._producer.time, self.batch_sampler, step_seconds),
+            ratios,
+            batches,
+            overlap=self.prefetch > 0,
+        )
         self.stats.reset()
-        self.tuning = HotRatioTuning(list(ratios), cpu, device, overlap, chosen)
-        return self.tuning
-
-    def _top(self, ratio: float) -> HotSet | None:
-        if ratio == 0:
-            return None
-        scores = self._scores.counts
-        return HotSet(top_fraction(scores, ratio), scores, self._scores.method)
-
-    def _time_batches(self, step_seconds: Any, batches: int) -> tuple[float, float]:
-        cpu, device = [], []
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)  # the same batches for every candidate
-            refresh_seconds, values = self._time_refresh()
-            for seeds in list(self.batch_sampler)[: batches + 1]:
-                tick = time.perf_counter()
-                out = self.collate_fn(seeds)
-                batch = out if self.filter_per_worker else self.filter_fn(out)
-                if values is not None:
-                    batch.hot_agg = gather(values, batch.hot_slot)
-                    del batch.hot_slot
-                if self.device is not None:
-                    batch = self._to_device(batch)
-                cpu.append(time.perf_counter() - tick + refresh_seconds)
-                device.append(step_seconds(batch))
-        # The first batch warms caches and kernels up.
-        return median_seconds(cpu[1:]), median_seconds(device[1:])
-
-    def _time_refresh(self) -> tuple[float, Tensor | None]:
-        # One hot refresh, timed; its cost is shared by a super-batch.
-        cache = self.cache
-        if cache is None or cache.mode == "static":
-            return 0.0, None
-        tick = time.perf_counter()
-        if cache.mode == "resample":
-            values = cache.resample(self.hot_fanout, 0)
-        else:
-            values = cache.embed(cache.snapshot(), self.hot_fanout, 0)
-        return (time.perf_counter() - tick) / self.super_batch, values
-
-    def _device_budget(self, budget: int | str) -> int:
-        # Checked by check_device_cache: bytes >= 0, or "auto" with a device.
-        if budget != "auto":
-            return budget
-        if self.device.type != "cuda":
-            return 0
-        return int(torch.cuda.mem_get_info(self.device)[0] * _AUTO_DEVICE_SHARE)
-
-    def _reserve_for_hot(self, budget: int) -> int:
-        # The static hot aggregates go to the device when they fit: then a
-        # batch's hot rows are gathered there, not copied. Returns the bytes
-        # reserved (for the largest candidate of hot_ratio="auto").
-        if self._cache_mode not in (None, "static") or self.features is None:
-            return 0
-        if self.hot_ratio == "auto":
-            rows = round(max(AUTO_RATIOS) * self.features.size(0))
-        else:
-            rows = self.cache.num_hot if self.cache is not None else 0
-        size = rows * self._row_bytes()
-        if size == 0 or size > budget:
-            return 0
-        self._hot_device_bytes = size
-        if self.cache is not None:
-            self.cache.device = self.device
-        return size
-
-    def _row_bytes(self) -> int:
-        return self.features[0].numel() * self.features.element_size()
-
-    def _build_feature_cache(self, budget: int) -> FeatureCache | None:
-        if self.features is None:
-            return None
-        num_rows = min(budget // max(self._row_bytes(), 1), self.features.size(0))
-        if num_rows == 0:
-            return None
-        sampler = self.node_sampler
-        counts = out_degree(sampler.row, sampler.colptr.numel() - 1)
-        order = torch.sort(counts, descending=True, stable=True).indices
-        return FeatureCache(self.features, order[:num_rows], self.device)
+        return tuning
 
     @property
     def uses_pipeline(self) -> bool:
         """Whether iterating runs the :class:`~pyg_orch.pipeline.Pipeline`."""
-        dynamic = self.cache is not None and self.cache.mode != "static"
-        return self.prefetch > 0 or self.device is not None or dynamic
+        return (
+            self.prefetch > 0 or self.device is not None or self._hot_vertices.dynamic
+        )
 
     def __iter__(self) -> Any:
-        if self.hot_ratio == "auto":
-            raise RuntimeError(
-                "hot_ratio='auto' is chosen from measurements of the model: wrap "
-                "it with OrchModel(model, loader) before iterating"
-            )
-        if self.cache is not None and self.cache.kind is None:
-            raise RuntimeError(
-                "this loader has hot vertices, whose last hop is not sampled: "
-                "their bottom-layer input is in batch.hot_agg, which only "
-                "OrchModel uses. Wrap the model with OrchModel(model, loader) "
-                "before iterating, or set hot_ratio=0 for a plain NeighborLoader"
-            )
+        self._hot_vertices.check_ready()
         if not self.uses_pipeline:
             return super().__iter__()
         if self.num_workers > 0:
@@ -639,123 +340,14 @@ class OrchNeighborLoader(NeighborLoader):
                 "in pyg_orch's own threads, not in DataLoader worker processes: "
                 "set num_workers=0"
             )
-        epoch = self._resume or self._new_epoch()
-        self._resume = None
-        generator = torch.Generator()
-        generator.set_state(epoch.generator_state)
-        for _ in range(epoch.start):
-            # Replays the sampler's one draw per batch already trained.
-            torch.randint(0, 2**62, (1,), generator=generator)
-        refresher = self._refresher(epoch)
-        served = (self.cache.kind, self._serve_version) if self.cache else None
-        produce = functools.partial(self._produce, refresher, served, generator)
-        pipeline = Pipeline(
-            epoch.jobs, produce, self.prefetch, refresher, self.device, epoch.start
-        )
-        # Each iteration runs on its own, as NeighborLoader's do: a second
-        # iter(loader) (an evaluation pass, a peek) leaves the first alone.
-        # Weak: dropping an iterator must close its threads. The epoch and
-        # the pipeline's counters are kept beside it, for state_dict: the
-        # position outlives the iterator (a loop left early, a dropped one).
-        self._iterations = [i for i in self._iterations if i[0]() is not None]
-        self._iterations.append((weakref.ref(pipeline), epoch, pipeline.stats))
+        epoch = self._epochs.next_plan(self.batch_sampler)
+        pipeline = self._producer.pipeline(epoch)
+        self._epochs.track(pipeline, epoch)
         return pipeline
-
-    def _new_epoch(self) -> EpochPlan:
-        # Drawn here, in the training thread, so a seeded run is reproducible
-        # whatever the thread timing: the batch order, the sampler's seeds
-        # and the refresher's seeds.
-        jobs = list(self.batch_sampler)
-        generator = torch.Generator()
-        generator.manual_seed(int(torch.randint(0, 2**62, (1,))))
-        refresh_seed = int(torch.randint(0, 2**62, (1,)))
-        return EpochPlan(jobs, generator.get_state(), refresh_seed)
-
-    def _refresher(self, epoch: EpochPlan) -> HotRefresher | None:
-        cache = self.cache
-        if cache is None or cache.mode == "static":
-            return None
-        base_seed, fanout, kind = epoch.refresh_seed, self.hot_fanout, cache.kind
-        if cache.mode == "resample":
-            snapshot = None
-
-            def compute(version: int, _: Any) -> Tensor:
-                seed = refresh_seed(base_seed, version)
-                return cache.resample(fanout, seed, kind=kind)
-
-        else:
-            if cache.snapshot is None:
-                raise RuntimeError(
-                    "cache='embedding' needs the model: wrap it with "
-                    "OrchModel(model, loader) before iterating"
-                )
-            # The refresher's payloads are the layer's weights, not layers, so
-            # that a checkpoint can save those of the buffers started. One
-            # layer computes them all, in the refresher thread.
-            layer = cache.snapshot()
-            check_saved_weights(layer, epoch.refreshes)
-
-            def snapshot() -> dict[str, Tensor]:
-                return cache.snapshot().state_dict()
-
-            def compute(version: int, weights: dict[str, Tensor]) -> Tensor:
-                layer.load_state_dict(weights)
-                return cache.embed(layer, fanout, refresh_seed(base_seed, version))
-
-        return HotRefresher(
-            compute,
-            self.super_batch,
-            self.staleness,
-            snapshot,
-            seed=base_seed,
-            first_version=epoch.start // self.super_batch,
-            started=epoch.refreshes,
-        )
-
-    def _produce(
-        self,
-        refresher: HotRefresher | None,
-        served: tuple[str, int] | None,
-        generator: torch.Generator,
-        index: int,
-        seeds: list[int],
-    ) -> tuple[Data, int | None]:
-        with drawing_from(generator):
-            out = self.collate_fn(seeds)
-        batch = out if self.filter_per_worker else self.filter_fn(out)
-        created = None
-        if refresher is not None:
-            values = refresher.values(index)
-            batch.hot_agg = gather(values.values, batch.hot_slot)
-            # The refresher serves what the loader served when it started.
-            batch.hot_kind, batch.hot_version = served
-            created = values.created
-            del batch.hot_slot
-        if self.device is not None:
-            batch = self._to_device(batch)
-        return batch, created
-
-    def _to_device(self, batch: Data) -> Data:
-        # Copies, then completes on the device what the caches there hold.
-        batch = batch.to(self.device, non_blocking=True)
-        if "hot_slot" in batch:
-            batch.hot_agg = self.cache.device_values()[batch.hot_slot]
-            del batch.hot_slot
-        if "x_cold" in batch:
-            x = batch.x_cold.new_empty(batch.num_nodes, batch.x_cold.size(1))
-            x[batch.x_cold_index] = batch.x_cold
-            x[batch.x_cached_index] = self.feature_cache.values[batch.x_cached_slot]
-            for key in ("x_cold_index", "x_cold", "x_cached_index", "x_cached_slot"):
-                del batch[key]
-            batch.x = x
-        return batch
 
     def close(self) -> None:
         """Stops the background threads of every open iteration, if any."""
-        for pipeline, _, _ in self._iterations:
-            if pipeline() is not None:
-                pipeline().close()
-        self._iterations = []
+        self._epochs.close()
 
     def state_dict(self) -> dict[str, Any]:
         """What it takes to resume training where it stopped.
@@ -790,63 +382,12 @@ class OrchNeighborLoader(NeighborLoader):
             >>> state["position"]["next"], state["hot_nodes"].numel()
             (1, 271)
         """
-        if self.hot_ratio == "auto":
-            raise RuntimeError(
-                "hot_ratio='auto' is chosen when OrchModel(model, loader) wraps "
-                "the model: wrap it before state_dict()"
-            )
-        cache, hot = self.cache, self.hot
+        hot = self._hot_vertices.state()
         return {
             "identity": loader_identity(self),
-            "hot_ratio": self.hot_ratio,
-            "hot_nodes": hot.nodes if hot is not None else None,
-            "hot_counts": hot.counts if hot is not None else None,
-            "hot_method": hot.method if hot is not None else None,
-            "cache_mode": cache.mode if cache is not None else None,
-            "cache_values": cache.computed() if cache is not None else {},
-            "position": self._position(),
+            **hot,
+            "position": self._epochs.position(self.super_batch),
         }
-
-    def _position(self) -> dict[str, Any] | None:
-        # A loaded position not resumed yet is the one to save again.
-        if self._resume is not None:
-            epoch, steps = self._resume, self._resume.start
-        elif (current := self._current_iteration()) is not None:
-            epoch, steps = current[0], current[1].steps
-        else:
-            return None
-        first_needed = steps // self.super_batch
-        return {
-            "jobs": epoch.jobs,
-            "generator_state": epoch.generator_state,
-            "refresh_seed": epoch.refresh_seed,
-            "next": steps,
-            "refreshes": {
-                version: started
-                for version, started in epoch.refreshes.items()
-                if version >= first_needed
-            },
-        }
-
-    def _current_iteration(self) -> tuple[EpochPlan, PipelineStats] | None:
-        # The epoch a checkpoint resumes: the one unfinished iteration still
-        # open, else the latest one left early (a loop broken out of).
-        unfinished = [
-            (pipeline() is not None, epoch, progress)
-            for pipeline, epoch, progress in self._iterations
-            if progress.steps < len(epoch.jobs)
-        ]
-        open_ones = [(epoch, steps) for alive, epoch, steps in unfinished if alive]
-        if len(open_ones) > 1:
-            raise RuntimeError(
-                f"{len(open_ones)} iterations of this loader are open and "
-                f"unfinished, and a checkpoint holds one epoch position: finish "
-                f"or drop the other iterators (e.g. an evaluation pass) before "
-                f"state_dict()"
-            )
-        if open_ones:
-            return open_ones[0]
-        return unfinished[-1][1:] if unfinished else None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restores :meth:`state_dict`: the next iteration resumes there.
@@ -870,23 +411,9 @@ class OrchNeighborLoader(NeighborLoader):
                 missing, unknown, or holds a value of the wrong type or range.
                 Nothing is changed then.
         """
-        check_state(state, self, self._cache_mode)
-        cache = self.cache
-        served = None if cache is None else (cache.kind, cache.snapshot)
-        self.hot_ratio = state["hot_ratio"]
-        nodes, counts = state["hot_nodes"], state["hot_counts"]
-        self._use_hot(
-            None if nodes is None else HotSet(nodes, counts, state["hot_method"])
-        )
-        if self.cache is not None:
-            self.cache.mode = state["cache_mode"]
-            self.cache.restore(state["cache_values"])
-            if served is not None and served[0] is not None:
-                # The model serving the loader goes on serving the restored
-                # cache, as the same serving (version): it checks batches
-                # against it.
-                self._apply_serving(*served)
-        self._resume = _epoch_plan(state["position"])
+        check_state(state, self, self._hot_vertices.mode)
+        self._hot_vertices.restore(state)
+        self._epochs.resume(state["position"])
 
     def __enter__(self) -> OrchNeighborLoader:
         return self
@@ -906,52 +433,16 @@ class OrchNeighborLoader(NeighborLoader):
         tick = time.perf_counter()
         batch = super().filter_fn(out)
         if self.device is not None and self.features is not None:
-            self._gather_features(batch)
-        if self.cache is not None:
-            frontier = batch.n_id[: frontier_size(batch.num_sampled_nodes)]
-            if self.cache.mode == "static" and self.cache.device is None:
-                batch.hot_index, batch.hot_agg = self.cache.lookup(frontier)
-            else:
-                # The values come from the refresher's buffer for this batch,
-                # or from the device (see _to_device).
-                batch.hot_index, batch.hot_slot = self._find_hot(batch, frontier)
-            batch.hot_kind, batch.hot_version = self.cache.kind, self._serve_version
-        # Bidirectional subgraphs have no per-hop counts: one "hop" then.
-        nodes_per_hop = getattr(batch, "num_sampled_nodes", None) or [batch.num_nodes]
-        edges_per_hop = getattr(batch, "num_sampled_edges", None) or [batch.num_edges]
-        self.stats.add(
-            BatchStats(
-                nodes_per_hop=list(nodes_per_hop),
-                edges_per_hop=list(edges_per_hop),
-                num_hot=_num_hot(batch),
-                bytes_gathered=_bytes_gathered(batch),
-                sample_seconds=getattr(out, "sample_seconds", 0.0),
-                gather_seconds=time.perf_counter() - tick,
-            )
-        )
+            gather_features(batch, self.features, self.feature_cache)
+        self._hot_vertices.annotate(batch)
+        sample_seconds = getattr(out, "sample_seconds", 0.0)
+        self.stats.add(batch_stats(batch, sample_seconds, time.perf_counter() - tick))
         return batch
 
-    def _find_hot(self, batch: Data, frontier: Tensor) -> tuple[Tensor, Tensor]:
-        if self.cache.mode != "embedding":
-            return self.cache.find(frontier)
-        # An embedding is a constant, so its row gets no gradient: only the
-        # hot nodes the last hop did not expand take one. The others have
-        # their sampled neighbours and are computed, with gradients, on the
-        # device.
-        start = frontier_size(batch.num_sampled_nodes[:-1])
-        hot_index, hot_slot = self.cache.find(frontier[start:])
-        return hot_index + start, hot_slot
-
-    def _gather_features(self, batch: Data) -> None:
-        # Into page-locked buffers (under CUDA), and only the rows the
-        # feature cache does not hold; _to_device assembles x on the device.
-        if self.feature_cache is None:
-            batch.x = gather(self.features, batch.n_id)
-            return
-        cached_index, cached_slot, cold_index = self.feature_cache.split(batch.n_id)
-        batch.x_cold = gather(self.features, batch.n_id[cold_index])
-        batch.x_cold_index = cold_index
-        batch.x_cached_index, batch.x_cached_slot = cached_index, cached_slot
+    def _make_batch(self, seeds: list[int]) -> Data:
+        # One batch as the DataLoader makes it, in the calling thread.
+        out = self.collate_fn(seeds)
+        return out if self.filter_per_worker else self.filter_fn(out)
 
 
 def _features(data: Any, read_by_kernels: bool) -> Tensor | None:
@@ -960,75 +451,3 @@ def _features(data: Any, read_by_kernels: bool) -> Tensor | None:
     # strided view (e.g. the column slice x[:, :k]) is copied once, here.
     x = feature_tensor(getattr(data, "x", None))
     return x.contiguous() if x is not None and read_by_kernels else x
-
-
-def _default_hot_fanout(num_neighbors: Any, hot_fanout: int | None) -> int:
-    # Checked by check_hot_fanout; None means the largest fan-out.
-    if hot_fanout is not None:
-        return hot_fanout
-    if isinstance(num_neighbors, dict):
-        return -1  # per-edge-type fan-outs: hot vertices need a homogeneous graph
-    fanouts = list(getattr(num_neighbors, "values", num_neighbors))
-    return -1 if -1 in fanouts else max(max(fanouts, default=1), 1)
-
-
-# Versions of loader.serve, unique in the process: a batch's hot_version names
-# the serving, whichever loader made it.
-_SERVINGS = itertools.count(1)
-
-
-# Arguments that NeighborLoader hands on to its NeighborSampler.
-_SAMPLER_ARGUMENTS = (
-    "replace",
-    "subgraph_type",
-    "disjoint",
-    "temporal_strategy",
-    "time_attr",
-    "weight_attr",
-    "is_sorted",
-    "directed",
-)
-
-
-def _as_hot_set(hot: HotSet | Tensor, num_nodes: int) -> HotSet:
-    if isinstance(hot, HotSet):
-        nodes = hot.nodes
-    elif hot.dtype == torch.bool:
-        if hot.numel() != num_nodes:
-            raise ValueError(
-                f"hot is a mask of {hot.numel()} entries but the graph has "
-                f"{num_nodes} nodes; was it made for another graph?"
-            )
-        nodes = hot.nonzero().view(-1)
-    else:
-        nodes = hot.to(torch.long).unique()
-    if nodes.numel() and (nodes.min() < 0 or nodes.max() >= num_nodes):
-        raise ValueError(
-            f"hot holds node ids outside [0, {num_nodes}); was it made for "
-            f"another graph?"
-        )
-    counts = hot.counts if isinstance(hot, HotSet) else torch.zeros(0, dtype=torch.long)
-    return HotSet(nodes, counts, hot.method if isinstance(hot, HotSet) else "given")
-
-
-def _epoch_plan(position: dict[str, Any] | None) -> EpochPlan | None:
-    # The epoch a checked position resumes.
-    if position is None:
-        return None
-    return EpochPlan(
-        position["jobs"],
-        position["generator_state"],
-        position["refresh_seed"],
-        position["next"],
-        # A copy: the refresher updates it as the epoch goes on.
-        dict(position["refreshes"]),
-    )
-
-
-def _num_hot(batch: Data) -> int:
-    return int(batch.hot_index.numel()) if "hot_index" in batch else 0
-
-
-def _bytes_gathered(batch: Data) -> int:
-    tensors = [batch.get(key) for key in ("x", "x_cold", "hot_agg")]
-    return sum(t.numel() * t.element_size() for t in tensors if t is not None)

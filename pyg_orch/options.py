@@ -93,6 +93,25 @@ def positive_int(value: str) -> int:
     return _int_at_least(value, 1)
 
 
+def positive_float(value: str) -> float:
+    """Parses a number > 0 (a scale).
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, or not > 0.
+
+    Example:
+        >>> positive_float("0.5")
+        0.5
+    """
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects a number, got {value!r}") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {number}")
+    return number
+
+
 def non_negative_int(value: str) -> int:
     """Parses an integer >= 0 (a seed, a number of workers).
 

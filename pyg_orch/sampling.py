@@ -6,14 +6,18 @@ import contextlib
 import threading
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric import typing as pyg_typing
-from torch_geometric.data import HeteroData
-from torch_geometric.sampler import NeighborSampler, SamplerOutput
+from torch_geometric.sampler import (
+    HeteroSamplerOutput,
+    NeighborSampler,
+    SamplerOutput,
+)
 from torch_geometric.sampler.base import SubgraphType
 
 from pyg_orch.kernels.sample import sample_layers
@@ -42,6 +46,18 @@ def node_map(num_nodes: int) -> np.ndarray:
 
 _EMPTY_MASK = np.zeros(0, dtype=np.bool_)
 
+# Arguments that PyG's neighbour loaders hand on to their NeighborSampler.
+_SAMPLER_ARGUMENTS = (
+    "replace",
+    "subgraph_type",
+    "disjoint",
+    "temporal_strategy",
+    "time_attr",
+    "weight_attr",
+    "is_sorted",
+    "directed",
+)
+
 
 @contextlib.contextmanager
 def drawing_from(generator: torch.Generator) -> Iterator[None]:
@@ -64,54 +80,233 @@ def drawing_from(generator: torch.Generator) -> Iterator[None]:
         _scratch.generator = previous
 
 
-def pyg_backend_available() -> bool:
-    """Whether PyG's own sampler can run: ``pyg-lib`` or ``torch-sparse`` is there.
+@contextlib.contextmanager
+def _pyg_lib_gates_open() -> Iterator[None]:
+    # PyG's NeighborSampler refuses edge times and weights unless pyg-lib is
+    # recent enough; this sampler handles both, so its constructor may pass.
+    flags = ("WITH_EDGE_TIME_NEIGHBOR_SAMPLE", "WITH_WEIGHTED_NEIGHBOR_SAMPLE")
+    saved = {flag: getattr(pyg_typing, flag) for flag in flags}
+    for flag in flags:
+        setattr(pyg_typing, flag, True)
+    try:
+        with warnings.catch_warnings():
+            # PyG warns that sampling without pyg-lib is deprecated; this
+            # class is the sampler that makes pyg-lib unnecessary.
+            warnings.filterwarnings("ignore", message=".*without a 'pyg-lib'")
+            yield
+    finally:
+        for flag, value in saved.items():
+            setattr(pyg_typing, flag, value)
+
+
+@dataclass
+class KernelGraph:
+    """A sampler's graph as :func:`~pyg_orch.kernels.sample.sample_layers` reads it.
+
+    The CSC graphs of all edge types back to back, numbered node and edge
+    types, and the times and weights of the types that have them. On a
+    heterogeneous graph the sampler's own per-type tensors are replaced by
+    views of the concatenated ones, so the graph is held once; on a
+    homogeneous one nothing is copied.
+
+    Attributes:
+        node_types: the node types, in the sampler's order (``[None]`` for a
+            homogeneous graph).
+        edge_types: the edge types the kernel expands, in the sampler's
+            order (``[None]`` for a homogeneous graph).
+        graph: the kernel's ``graph`` argument.
+        times: ``(node_time, node_timed, edge_time, edge_timed)``, the
+            kernel's ``times`` without the seeds' times.
+        weights: the kernel's ``weights`` argument.
 
     Example:
-        >>> isinstance(pyg_backend_available(), bool)
-        True
+        >>> import torch
+        >>> from torch_geometric.data import Data
+        >>> data = Data(edge_index=torch.tensor([[1, 2], [0, 0]]), num_nodes=3)
+        >>> layout = KernelGraph.of(OrchNeighborSampler(data, [1]))
+        >>> layout.num_nodes, layout.graph[0].tolist()
+        (3, [0, 2, 2, 2])
     """
-    return pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
+
+    node_types: list[Any]
+    edge_types: list[Any]
+    graph: tuple
+    times: tuple
+    weights: tuple
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes of all types: the size of the kernel's node map."""
+        return int(self.graph[6][-1])
+
+    @property
+    def time_dtype(self) -> np.dtype:
+        """The dtype the kernel compares times in."""
+        return self.times[0].dtype
+
+    @property
+    def weighted(self) -> bool:
+        """Whether some edge type is sampled by its weights."""
+        return bool(self.weights[1].any())
+
+    @classmethod
+    def of(cls, sampler: NeighborSampler) -> KernelGraph:
+        """The graph of ``sampler``, homogeneous or heterogeneous."""
+        if not sampler.is_hetero:
+            stores = {
+                "colptr": {None: sampler.colptr},
+                "row": {None: sampler.row},
+                "node_time": {None: sampler.node_time},
+                "edge_time": {None: sampler.edge_time},
+                "edge_weight": {None: sampler.edge_weight},
+            }
+            return cls._build(sampler, [None], [None], {None: None}, stores)
+        rel = sampler.to_rel_type
+        stores = {
+            "colptr": sampler.colptr_dict,
+            "row": sampler.row_dict,
+            "node_time": sampler.node_time or {},
+            "edge_time": sampler.edge_time or {},
+            "edge_weight": getattr(sampler, "edge_weight", None) or {},
+        }
+        return cls._build(
+            sampler, list(sampler.node_types), sampler.edge_types, rel, stores
+        )
+
+    @classmethod
+    def _build(
+        cls,
+        sampler: NeighborSampler,
+        node_types: list[Any],
+        edge_types: list[Any],
+        rel: dict[Any, Any],
+        stores: dict[str, dict],
+    ) -> KernelGraph:
+        keys = [rel[k] for k in edge_types]
+        type_index = {node_type: i for i, node_type in enumerate(node_types)}
+        num_nodes = [_num_nodes(sampler, node_type) for node_type in node_types]
+        row_sizes = [stores["row"][key].numel() for key in keys]
+        colptr, colptr_start = _back_to_back(stores["colptr"], keys, torch.int64)
+        row, row_start = _back_to_back(stores["row"], keys, torch.int64, row_sizes)
+        # Times compare in one dtype: int64 (exact for any timestamp) unless
+        # some time is a float.
+        times = [*stores["node_time"].values(), *stores["edge_time"].values()]
+        floating = any(t is not None and t.is_floating_point() for t in times)
+        time_dtype = torch.float64 if floating else torch.int64
+        node_time, node_offset = _back_to_back(
+            stores["node_time"], node_types, time_dtype, num_nodes
+        )
+        edge_time, _ = _back_to_back(stores["edge_time"], keys, time_dtype, row_sizes)
+        edge_weight, _ = _back_to_back(
+            stores["edge_weight"], keys, torch.float64, row_sizes
+        )
+
+        def endpoint(position: int) -> np.ndarray:
+            if edge_types == [None]:
+                return np.zeros(1, dtype=np.int64)
+            return np.array([type_index[k[position]] for k in edge_types], np.int64)
+
+        def present(store: dict, names: list[Any]) -> np.ndarray:
+            return np.array([store.get(n) is not None for n in names], np.bool_)
+
+        graph = (
+            colptr, row, colptr_start[:-1], row_start, endpoint(0), endpoint(2),
+            node_offset,
+        )  # fmt: skip
+        return cls(
+            node_types,
+            edge_types,
+            graph,
+            (
+                node_time,
+                present(stores["node_time"], node_types),
+                edge_time,
+                present(stores["edge_time"], keys),
+            ),
+            (edge_weight, present(stores["edge_weight"], keys)),
+        )
 
 
-def _unsupported_option(data: Any, kwargs: dict[str, Any]) -> str | None:
-    """Names the first option the Numba kernel does not handle, if any."""
-    if isinstance(data, HeteroData) or isinstance(kwargs.get("num_neighbors"), dict):
-        return "heterogeneous graphs (HeteroData)"
-    if kwargs.get("time_attr") is not None:
-        return "temporal sampling (time_attr)"
-    if SubgraphType(kwargs.get("subgraph_type", "directional")) == (
-        SubgraphType.induced
-    ) or not kwargs.get("directed", True):
-        return "induced subgraphs (subgraph_type='induced')"
-    if kwargs.get("disjoint", False):
-        return "disjoint subgraphs (disjoint=True)"
-    if kwargs.get("weight_attr") is not None:
-        return "weighted sampling (weight_attr)"
-    return None
+def _back_to_back(
+    store: dict[Any, Tensor | None],
+    keys: list[Any],
+    dtype: torch.dtype,
+    sizes: list[int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The tensors of ``store`` under ``keys`` back to back, and where each starts.
+
+    A missing tensor takes ``sizes[i]`` zeros (nothing when every one is
+    missing). Each tensor in ``store`` is replaced by its view of the result,
+    so the data is held once; a single tensor of the right dtype is used as
+    it is. The result is in shared memory when the tensors were.
+    """
+    parts = [store.get(key) for key in keys]
+    sizes = [part.numel() for part in parts] if sizes is None else sizes
+    bounds = np.zeros(len(keys) + 1, dtype=np.int64)
+    bounds[1:] = np.cumsum(sizes)
+    if all(part is None for part in parts):
+        return np.zeros(0, dtype=_NUMPY[dtype]), bounds
+    if len(parts) == 1 and parts[0].dtype == dtype and parts[0].is_contiguous():
+        return parts[0].numpy(), bounds
+    buffer = torch.zeros(int(bounds[-1]), dtype=dtype)
+    if any(part is not None and part.is_shared() for part in parts):
+        buffer.share_memory_()
+    for key, part, start, end in zip(keys, parts, bounds[:-1], bounds[1:], strict=True):
+        if part is not None:
+            buffer[start:end] = part
+            if part.dtype == dtype:  # a converted one stays as PyG has it
+                store[key] = buffer[start:end]
+    return buffer.numpy(), bounds
+
+
+_NUMPY = {torch.int64: np.int64, torch.float64: np.float64}
+
+
+def _num_nodes(sampler: NeighborSampler, node_type: Any) -> int:
+    # Nodes of node_type: as the sampler counted them, else as its edges tell.
+    counts = sampler.num_nodes
+    if not isinstance(counts, dict):
+        return int(counts) if counts is not None else sampler.colptr.numel() - 1
+    if counts.get(node_type) is not None:
+        return int(counts[node_type])
+    found = 0
+    for edge_type in sampler.edge_types:
+        rel = sampler.to_rel_type[edge_type]
+        if edge_type[2] == node_type:
+            found = max(found, sampler.colptr_dict[rel].numel() - 1)
+        row = sampler.row_dict[rel]
+        if edge_type[0] == node_type and row.numel():
+            found = max(found, int(row.max()) + 1)
+    return found
 
 
 class OrchNeighborSampler(NeighborSampler):
     r"""PyG's :class:`~torch_geometric.sampler.NeighborSampler`, sampling with Numba.
 
     Takes the same arguments and returns the same
-    :class:`~torch_geometric.sampler.SamplerOutput`: nodes in layered order
-    (seeds, then hop 1, ...), local ``row``/``col`` edges, CSC edge positions
-    that PyG maps to ``e_id`` through its edge permutation, and per-hop
-    ``num_sampled_nodes`` / ``num_sampled_edges`` so that
-    :func:`~torch_geometric.utils.trim_to_layer` works. It needs neither
-    ``pyg-lib`` nor ``torch-sparse``.
+    :class:`~torch_geometric.sampler.SamplerOutput` (or
+    :class:`~torch_geometric.sampler.HeteroSamplerOutput`) as PyG does with
+    ``pyg-lib``: nodes in layered order (seeds, then hop 1, ...; per node type
+    on a :class:`~torch_geometric.data.HeteroData` graph), local ``row`` /
+    ``col`` edges, CSC edge positions that PyG maps to ``e_id`` through its
+    edge permutation, and per-hop ``num_sampled_nodes`` / ``num_sampled_edges``
+    so that :func:`~torch_geometric.utils.trim_to_layer` works. It needs
+    neither ``pyg-lib`` nor ``torch-sparse``.
 
-    Homogeneous graphs are sampled uniformly, with or without replacement, with
-    fan-out ``-1`` (all neighbours) and ``0``, into directional or bidirectional
-    subgraphs. Batches are deterministic under :func:`torch.manual_seed`.
-    Heterogeneous, temporal, induced, disjoint and weighted sampling fall back
-    to PyG's own backend when ``pyg-lib`` or ``torch-sparse`` is installed and
-    raise :class:`NotImplementedError` otherwise.
+    It samples homogeneous and heterogeneous graphs (fan-outs as a list, or a
+    dict per edge type), uniformly or by ``weight_attr``, with or without
+    replacement, with fan-out ``-1`` (all neighbours) and ``0``, into
+    directional or bidirectional subgraphs, one per seed with
+    ``disjoint=True``, and temporally with ``time_attr`` on nodes or edges
+    (``temporal_strategy`` ``"uniform"`` or ``"last"``), with the same
+    distributions as ``pyg-lib``; induced subgraphs
+    (``subgraph_type="induced"``) as ``torch-sparse`` returns them. Batches are
+    deterministic under :func:`torch.manual_seed`.
 
     Args:
         data: the graph, as for :class:`~torch_geometric.sampler.NeighborSampler`.
-        num_neighbors: neighbours to sample per node, one entry per hop.
+        num_neighbors: neighbours to sample per node, one entry per hop (a
+            dict of them per edge type on a heterogeneous graph).
         **kwargs: any other argument of
             :class:`~torch_geometric.sampler.NeighborSampler`.
 
@@ -129,45 +324,135 @@ class OrchNeighborSampler(NeighborSampler):
     """
 
     def __init__(self, data: Any, num_neighbors: Any, **kwargs: Any) -> None:
-        unsupported = _unsupported_option(
-            data, {"num_neighbors": num_neighbors, **kwargs}
-        )
-        if unsupported is not None and not pyg_backend_available():
-            raise NotImplementedError(
-                f"OrchNeighborSampler does not support {unsupported} yet, and "
-                f"PyG's own sampler needs 'pyg-lib' or 'torch-sparse', which "
-                f"are not installed. Drop that option or install one of them."
-            )
-        self.use_pyg_backend = unsupported is not None
         # Nodes the last hop does not expand (hot nodes); set by the loader.
         self.hot_mask: Tensor | None = None
-        with warnings.catch_warnings():
-            # PyG warns that sampling without pyg-lib is deprecated; this
-            # class is the sampler that makes pyg-lib unnecessary.
-            warnings.filterwarnings("ignore", message=".*without a 'pyg-lib'")
+        with _pyg_lib_gates_open():
             super().__init__(data, num_neighbors, **kwargs)
+        self._layout: KernelGraph | None = None
+
+    @classmethod
+    def for_loader(
+        cls, data: Any, num_neighbors: Any, arguments: dict[str, Any]
+    ) -> OrchNeighborSampler:
+        """The sampler a PyG loader would build from its ``arguments``.
+
+        Takes the sampling arguments of
+        :class:`~torch_geometric.loader.NeighborLoader` or
+        :class:`~torch_geometric.loader.LinkNeighborLoader` (``replace``,
+        ``time_attr``, ...) out of ``arguments`` and shares the graph's memory
+        when ``num_workers > 0``, as PyG's loaders do.
+
+        Example:
+            >>> import torch
+            >>> from torch_geometric.data import Data
+            >>> data = Data(edge_index=torch.tensor([[1], [0]]), num_nodes=2)
+            >>> OrchNeighborSampler.for_loader(data, [2], {"replace": True}).replace
+            True
+        """
+        options = {
+            key: arguments[key] for key in _SAMPLER_ARGUMENTS if key in arguments
+        }
+        share_memory = arguments.get("num_workers", 0) > 0
+        return cls(data, num_neighbors, share_memory=share_memory, **options)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Typed lists stay in their process: a worker builds its own views.
+        return {**self.__dict__, "_layout": None}
+
+    @property
+    def layout(self) -> KernelGraph:
+        """The graph as the kernel reads it (built on first use, per process)."""
+        if self._layout is None:
+            self._layout = KernelGraph.of(self)
+        return self._layout
 
     def _sample(
         self,
         seed: Tensor | dict,
         seed_time: Tensor | dict | None = None,
         **kwargs: Any,
-    ) -> SamplerOutput:
-        if self.use_pyg_backend:
-            return super()._sample(seed, seed_time, **kwargs)
-        fanouts = np.asarray(self.num_neighbors.get_mapped_values(), dtype=np.int64)
-        generator = getattr(_scratch, "generator", None)
-        random_seed = int(torch.randint(0, 2**62, (1,), generator=generator))
-        node, row, col, edge, nodes_per_hop, edges_per_hop = sample_layers(
-            self.colptr.numpy(),
-            self.row.numpy(),
-            seed.to(torch.long).numpy(),
-            fanouts,
-            self.replace,
-            random_seed,
-            node_map(self.colptr.numel() - 1),
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        layout = self.layout
+        hetero = isinstance(seed, dict)
+        seeds = seed if hetero else {None: seed}
+        times = seed_time if hetero or seed_time is None else {None: seed_time}
+        if self.temporal_strategy not in ("uniform", "last"):
+            raise ValueError(
+                f"temporal_strategy must be 'uniform' or 'last', got "
+                f"{self.temporal_strategy!r}"
+            )
+        induced = self.subgraph_type == SubgraphType.induced
+        if induced and self.disjoint:
+            raise ValueError(
+                "'disjoint' sampling is not supported with "
+                "subgraph_type='induced', as in PyG: drop one of them"
+            )
+        if self.is_temporal and layout.weighted:
+            raise ValueError(
+                "weighted temporal sampling (weight_attr with time_attr) is not "
+                "supported, as in pyg-lib: drop one of them"
+            )
+        out = sample_layers(
+            layout.graph,
+            self._kernel_seeds(layout, seeds),
+            self._kernel_fanouts(layout),
+            (self._seed_times(layout, seeds, times), *layout.times),
+            layout.weights,
+            (self.replace, self.disjoint, self.temporal_strategy == "last", induced),
+            int(torch.randint(0, 2**62, (1,), generator=_generator())),
+            node_map(layout.num_nodes),
             _EMPTY_MASK if self.hot_mask is None else self.hot_mask.numpy(),
         )
+        if hetero:
+            return self._hetero_output(layout, *out)
+        return self._homogeneous_output(*out)
+
+    @staticmethod
+    def _kernel_seeds(layout: KernelGraph, seeds: dict) -> tuple[np.ndarray, ...]:
+        index = {node_type: i for i, node_type in enumerate(layout.node_types)}
+        kinds = [np.full(s.numel(), index[t], dtype=np.int64) for t, s in seeds.items()]
+        nodes = [s.to(torch.long).numpy() for s in seeds.values()]
+        return _concatenate(kinds), _concatenate(nodes)
+
+    def _kernel_fanouts(self, layout: KernelGraph) -> np.ndarray:
+        if layout.edge_types == [None]:
+            return np.asarray([self.num_neighbors.get_mapped_values()], np.int64)
+        fanouts = self.num_neighbors.get_mapped_values(layout.edge_types)
+        rows = [fanouts[self.to_rel_type[k]] for k in layout.edge_types]
+        hops = max((len(r) for r in rows), default=0)
+        padded = [r + [0] * (hops - len(r)) for r in rows]
+        return np.asarray(padded, dtype=np.int64).reshape(len(rows), hops)
+
+    def _seed_times(
+        self, layout: KernelGraph, seeds: dict, times: dict | None
+    ) -> np.ndarray:
+        # Each disjoint subgraph's time: given, or its seed's node time.
+        dtype = layout.time_dtype
+        if not self.is_temporal:
+            return np.zeros(0, dtype=dtype)
+        if times is not None:
+            return _concatenate([times[t].numpy().astype(dtype) for t in seeds])
+        node_time = (
+            self.node_time
+            if isinstance(self.node_time, dict)
+            else {None: self.node_time}
+        )
+        if node_time is None or any(node_time.get(t) is None for t in seeds):
+            raise ValueError(
+                "temporal sampling on edge times (time_attr on edges) needs the "
+                "seeds' times: give the loader input_time (edge_label_time for "
+                "links)"
+            )
+        return _concatenate(
+            [
+                node_time[t][s.to(torch.long)].numpy().astype(dtype)
+                for t, s in seeds.items()
+            ]
+        )
+
+    def _homogeneous_output(
+        self, node, batch, nodes_per_hop, row, col, edge, edges_per_hop
+    ) -> SamplerOutput:
         row, col = torch.from_numpy(row), torch.from_numpy(col)
         if self.sample_direction == "backward":
             row, col = col, row
@@ -176,7 +461,67 @@ class OrchNeighborSampler(NeighborSampler):
             row=row,
             col=col,
             edge=torch.from_numpy(edge),
-            batch=None,
-            num_sampled_nodes=nodes_per_hop.tolist(),
-            num_sampled_edges=edges_per_hop.tolist(),
+            batch=torch.from_numpy(batch) if self.disjoint else None,
+            num_sampled_nodes=self._per_hop(nodes_per_hop[0].tolist()),
+            num_sampled_edges=self._per_hop(edges_per_hop[0].tolist()),
         )
+
+    def _per_hop(self, counts: Any) -> Any:
+        # An induced subgraph's edges are not sampled hop by hop: PyG gives no
+        # per-hop counts for it.
+        return None if self.subgraph_type == SubgraphType.induced else counts
+
+    def _hetero_output(
+        self, layout, node, batch, nodes_per_hop, row, col, edge, edges_per_hop
+    ) -> HeteroSamplerOutput:
+        node_types, edge_types = layout.node_types, layout.edge_types
+        node_split = _split(node, nodes_per_hop.sum(axis=1), node_types)
+        edge_counts = edges_per_hop.sum(axis=1)
+        row, col = (
+            _split(row, edge_counts, edge_types),
+            _split(col, edge_counts, edge_types),
+        )
+        if self.sample_direction == "backward":
+            row, col = col, row
+        restore = getattr(self, "to_restored_edge_type", None)
+        if self.sample_direction != "backward":
+            restore = None
+        edge_types_out = [restore[k] if restore else k for k in edge_types]
+
+        def by_edge_type(values: dict) -> dict:
+            return dict(zip(edge_types_out, values.values(), strict=True))
+
+        return HeteroSamplerOutput(
+            node=node_split,
+            row=by_edge_type(row),
+            col=by_edge_type(col),
+            edge=by_edge_type(_split(edge, edge_counts, edge_types)),
+            batch=_split(batch, nodes_per_hop.sum(axis=1), node_types)
+            if self.disjoint
+            else None,
+            num_sampled_nodes=self._per_hop(
+                dict(zip(node_types, nodes_per_hop.tolist(), strict=True))
+            ),
+            num_sampled_edges=self._per_hop(
+                dict(zip(edge_types_out, edges_per_hop.tolist(), strict=True))
+            ),
+        )
+
+
+def _generator() -> torch.Generator | None:
+    # The generator drawing_from set for this thread, else torch's global one.
+    return getattr(_scratch, "generator", None)
+
+
+def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+
+
+def _split(values: np.ndarray, counts: np.ndarray, keys: list[Any]) -> dict:
+    # Consecutive runs of values, one per key, as tensors.
+    ends = np.cumsum(counts).tolist()
+    starts = [0, *ends][:-1]
+    return {
+        key: torch.from_numpy(values[start:end])
+        for key, start, end in zip(keys, starts, ends, strict=True)
+    }

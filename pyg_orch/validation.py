@@ -24,7 +24,6 @@ from torch_geometric.sampler.base import NumNeighbors
 from pyg_orch.cache import CACHE_MODES
 from pyg_orch.hotness import HotSet, check_hot_method, check_hot_ratio
 from pyg_orch.pipeline import check_staleness
-from pyg_orch.sampling import pyg_backend_available
 
 # Elements per chunk of the opt-in NaN/inf scan: bounds its temporary mask.
 _FINITE_CHUNK = 1 << 24
@@ -238,9 +237,8 @@ def check_hot_type(hot: Any) -> None:
 def check_heterogeneous(data: Any, wants_hot: bool) -> bool:
     """Whether ``data`` is heterogeneous; raises where that cannot work.
 
-    The loader's Numba sampler and everything hot are homogeneous. A
-    :class:`~torch_geometric.data.HeteroData` graph is sampled by PyG's own backend when ``pyg-lib`` or
-    ``torch-sparse`` is installed, without hot vertices.
+    A :class:`~torch_geometric.data.HeteroData` graph is sampled by the
+    Numba sampler, but hot vertices are homogeneous only.
 
     Args:
         data: the graph.
@@ -248,36 +246,28 @@ def check_heterogeneous(data: Any, wants_hot: bool) -> bool:
             than 0, or ``hot``).
 
     Returns:
-        ``True`` for a heterogeneous graph PyG's backend will sample.
+        ``True`` for a heterogeneous graph.
 
     Raises:
-        NotImplementedError: a heterogeneous graph with hot vertices, or
-            without ``pyg-lib`` and ``torch-sparse``.
+        NotImplementedError: a heterogeneous graph with hot vertices.
 
     Example:
         >>> check_heterogeneous(Data(num_nodes=3), wants_hot=True)
         False
+        >>> check_heterogeneous(HeteroData(), wants_hot=False)
+        True
         >>> check_heterogeneous(HeteroData(), wants_hot=True)
         Traceback (most recent call last):
         ...
-        NotImplementedError: data is a HeteroData graph: hot vertices (hot_ratio, hot) do not support heterogeneous graphs yet. Set hot_ratio=0 (PyG's own sampler then samples it, with pyg-lib or torch-sparse installed) or convert it with data.to_homogeneous()
+        NotImplementedError: data is a HeteroData graph: hot vertices (hot_ratio, hot) do not support heterogeneous graphs yet. Set hot_ratio=0 or convert the graph with data.to_homogeneous()
     """  # noqa: E501 - a doctest's output is one line
     if not isinstance(data, HeteroData):
         return False
     if wants_hot:
         raise NotImplementedError(
             "data is a HeteroData graph: hot vertices (hot_ratio, hot) do not "
-            "support heterogeneous graphs yet. Set hot_ratio=0 (PyG's own "
-            "sampler then samples it, with pyg-lib or torch-sparse installed) "
-            "or convert it with data.to_homogeneous()"
-        )
-    if not pyg_backend_available():
-        raise NotImplementedError(
-            "data is a HeteroData graph: OrchNeighborLoader's sampler does not "
-            "support heterogeneous graphs yet, and PyG's own sampler, which "
-            "would take over, needs 'pyg-lib' or 'torch-sparse' (neither is "
-            "installed). Convert the graph with data.to_homogeneous() or "
-            "install one of them"
+            "support heterogeneous graphs yet. Set hot_ratio=0 or convert the "
+            "graph with data.to_homogeneous()"
         )
     return True
 
@@ -742,7 +732,7 @@ def check_loader_arguments(
         raise ValueError(f"check_finite must be True or False, got {check_finite!r}")
     wants_hot = hot is not None or hot_ratio != 0
     if check_heterogeneous(data, wants_hot) or not isinstance(data, Data):
-        return  # PyG's backend, or a remote graph: PyG checks those
+        return  # PyG checks heterogeneous and remote graphs
     check_num_neighbors(num_neighbors)
     num_nodes = check_graph(data)
     check_input_nodes(kwargs.get("input_nodes"), num_nodes)

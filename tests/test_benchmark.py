@@ -1,5 +1,6 @@
 """The benchmarks run end to end on tiny settings and print their tables."""
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -8,7 +9,6 @@ from tqdm import tqdm
 
 from pyg_orch.benchmark.__main__ import main
 from pyg_orch.benchmark.spawned import run_spawned
-from pyg_orch.sampling import pyg_backend_available
 
 
 def test_sampler_benchmark_prints_a_row_per_sampler(capsys):
@@ -18,8 +18,21 @@ def test_sampler_benchmark_prints_a_row_per_sampler(capsys):
     numba_row = next(line for line in lines if line.startswith("pyg_orch (Numba)"))
     milliseconds, per_second = map(float, numba_row.split()[2:4])
     assert milliseconds > 0 and abs(per_second * milliseconds / 1000 - 1) < 0.02
-    if not pyg_backend_available():
+    if importlib.util.find_spec("torch_sparse") is None:
         assert "torch-sparse: not installed, so not measured (no ratio)." in lines
+
+
+def test_hetero_sampler_benchmark_compares_per_sampled_edge(capsys):
+    argv = ["sampler", "--hetero", "--scale", "0.002", "--batches", "3"]
+    assert main([*argv, "--batch-size", "64"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ogbn-mag-shaped power-law graph (scale 0.002)")
+    rows = {line.split("  ")[0]: line.split() for line in lines[2:-1]}
+    hetero, homogeneous = rows["pyg_orch hetero"], rows["pyg_orch homogeneous"]
+    per_edge = [float(row[-2]) for row in (hetero, homogeneous)]
+    assert all(value > 0 for value in per_edge)
+    ratio = next(line for line in lines if line.startswith("pyg_orch hetero /"))
+    assert ratio.endswith(f"{per_edge[0] / per_edge[1]:.2f}x")
 
 
 def test_aggregate_benchmark_prints_a_row_per_way(capsys):

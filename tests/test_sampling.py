@@ -5,13 +5,12 @@ import pytest
 import torch
 from conftest import random_graph
 from scipy.stats import chisquare
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data
 from torch_geometric.nn import GraphSAGE
-from torch_geometric.sampler import NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import NodeSamplerInput
 
 from pyg_orch import OrchNeighborLoader, OrchNeighborSampler
 from pyg_orch.kernels.sample import sample_layers
-from pyg_orch.sampling import pyg_backend_available
 
 
 def edge_keys(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
@@ -271,48 +270,20 @@ def test_kernel_is_cached_and_releases_the_gil():
     assert sample_layers._cache.__class__.__name__ == "FunctionCache"
 
 
-def hetero_graph() -> HeteroData:
-    data = HeteroData()
-    data["a"].num_nodes = 3
-    data["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
-    return data
-
-
-@pytest.mark.skipif(pyg_backend_available(), reason="PyG's own backend is installed")
-@pytest.mark.parametrize(
-    "data,options,named",
-    [
-        (hetero_graph(), {}, "HeteroData"),
-        (random_graph(10, 20), {"time_attr": "time"}, "time_attr"),
-        (random_graph(10, 20), {"subgraph_type": "induced"}, "induced"),
-        (random_graph(10, 20), {"disjoint": True}, "disjoint"),
-        (random_graph(10, 20), {"weight_attr": "edge_attr"}, "weight_attr"),
-    ],
-)
-def test_unsupported_options_name_themselves(data, options, named):
-    with pytest.raises(NotImplementedError, match=named):
-        OrchNeighborLoader(data, num_neighbors=[2, 2], **options)
-
-
-def test_unsupported_options_fall_back_to_pyg_backend(monkeypatch):
-    # Without pyg-lib or torch-sparse installed, pretend one is and check that
-    # the sampler hands the batch to PyG's own _sample.
-    from torch_geometric.sampler import NeighborSampler
-
-    import pyg_orch.sampling
-
-    calls = []
-
-    def pyg_sample(self, seed, seed_time=None, **kwargs):
-        calls.append(seed)
-        return "from PyG"
-
-    monkeypatch.setattr(pyg_orch.sampling, "pyg_backend_available", lambda: True)
-    monkeypatch.setattr(NeighborSampler, "_sample", pyg_sample)
-    data = random_graph(20, 60)
-    sampler = OrchNeighborSampler(data, num_neighbors=[2], subgraph_type="induced")
-    assert sampler._sample(torch.tensor([1, 2])) == "from PyG"
-    assert len(calls) == 1
-    plain = OrchNeighborSampler(data, num_neighbors=[2])
-    assert isinstance(plain._sample(torch.tensor([1, 2])), SamplerOutput)
-    assert len(calls) == 1
+def test_induced_subgraphs_hold_every_edge_among_the_sampled_nodes():
+    data = random_graph(150, 900, seed=9)
+    loader = OrchNeighborLoader(
+        data, [3, 2], input_nodes=torch.tensor([4, 60, 7]), subgraph_type="induced"
+    )
+    batch = next(iter(loader))
+    sampled = set(batch.n_id.tolist())
+    expected = {
+        (src, dst)
+        for src, dst in data.edge_index.t().tolist()
+        if src in sampled and dst in sampled
+    }
+    found = batch.n_id[batch.edge_index]
+    assert set(zip(*found.tolist(), strict=True)) == expected
+    assert found.size(1) == len(expected)
+    assert torch.equal(data.edge_index[:, batch.e_id], found)
+    assert "num_sampled_nodes" not in batch  # no per-hop counts, as in PyG

@@ -14,7 +14,6 @@ from torch_geometric.nn import GraphSAGE
 import pyg_orch.loader
 import pyg_orch.validation
 from pyg_orch import HotSet, OrchModel, OrchNeighborLoader, OrchNeighborSampler
-from pyg_orch.sampling import pyg_backend_available
 
 NUM_NODES = 40
 GRAPH = random_graph(NUM_NODES, 200)
@@ -59,9 +58,6 @@ def case(case_id, build, error, argument, pattern, marks=()):
 EDGES = GRAPH.edge_index
 SAGE = GraphSAGE(8, 16, num_layers=3, out_channels=4)
 PLAIN_SAMPLER = OrchNeighborSampler(GRAPH, [5, 5, 5])
-no_backend = pytest.mark.skipif(
-    pyg_backend_available(), reason="PyG's own backend samples HeteroData without hot"
-)
 
 BAD_INPUTS = [
     # Arguments of the loader itself.
@@ -267,11 +263,20 @@ BAD_INPUTS = [
          lambda: OrchNeighborLoader(hetero(), [2], input_nodes="a", hot_ratio=0.2),
          NotImplementedError, "HeteroData",
          r"hot vertices .*do not support heterogeneous graphs yet.*to_homogeneous"),
-    case("HeteroData without a backend",
-         lambda: OrchNeighborLoader(hetero(), [2], input_nodes="a"),
-         NotImplementedError, "HeteroData",
-         r"does not support heterogeneous graphs yet.*'pyg-lib' or 'torch-sparse'",
-         marks=no_backend),
+    # Sampling options a hot vertex's cached whole neighbourhood cannot follow.
+    case("hot with temporal sampling",
+         lambda: loader(graph(time=torch.arange(NUM_NODES)), time_attr="time",
+                        hot_ratio=0.2),
+         NotImplementedError, "time_attr", r"hot vertices do not support time_attr"),
+    case("hot with weighted sampling",
+         lambda: loader(graph(w=torch.rand(EDGES.size(1))), weight_attr="w",
+                        hot_ratio=0.2),
+         NotImplementedError, "weight_attr", r"support weight_attr.*hot_ratio=0"),
+    case("hot with disjoint subgraphs", lambda: loader(disjoint=True, hot_ratio=0.2),
+         NotImplementedError, "disjoint", r"hot vertices do not support disjoint"),
+    case("hot with induced subgraphs",
+         lambda: loader(subgraph_type="induced", hot_ratio=0.2),
+         NotImplementedError, "subgraph_type", r"subgraph_type other than"),
     # OrchModel.
     case("model layers != num_neighbors", lambda: OrchModel(SAGE, loader()),
          ValueError, "num_neighbors", r"num_neighbors=\[5, 5\] samples 2 hops, but "
@@ -427,10 +432,8 @@ def test_fan_outs_wrapped_in_num_neighbors_pass():
     assert len(next(iter(batches)).num_sampled_nodes) == 3
 
 
-def test_heterodata_without_hot_vertices_is_left_to_pygs_backend(monkeypatch):
-    # With pyg-lib or torch-sparse installed, OrchNeighborSampler hands
-    # HeteroData to PyG's own sampler: the checks must not stand in the way.
-    monkeypatch.setattr(pyg_orch.validation, "pyg_backend_available", lambda: True)
+def test_heterodata_without_hot_vertices_passes_the_checks():
+    # The Numba sampler samples HeteroData; only hot vertices are refused.
     check = pyg_orch.validation.check_loader_arguments
     check(hetero(), [2], input_nodes="a", batch_size=2)
     with pytest.raises(NotImplementedError, match="hot vertices"):

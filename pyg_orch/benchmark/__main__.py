@@ -87,12 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     args.save.mkdir(parents=True, exist_ok=True)
     at = argv.index("--save")
     shown = argv[:at] + argv[at + 2 :]
-    with (args.save / f"{args.benchmark}.txt").open("w") as table:
+    module = BENCHMARKS[args.benchmark]
+    # A variant of a benchmark (sampler --hetero) saves under its own name.
+    name = module.saved_name(args) if hasattr(module, "saved_name") else args.benchmark
+    with (args.save / f"{name}.txt").open("w") as table:
         print(f"$ python -m pyg_orch.benchmark {shlex.join(shown)}", file=table)
         with contextlib.redirect_stdout(_Tee(sys.stdout, table)):
             chart = BENCHMARKS[args.benchmark].run(args)
     if chart is not None:
-        chart.save(args.save / f"{args.benchmark}.png")
+        chart.save(args.save / f"{name}.png")
     return 0
 
 

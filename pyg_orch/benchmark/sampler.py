@@ -2,7 +2,10 @@
 
 Samples the same seed batches with each sampler that is installed, on a
 200,000-node power-law graph (the features are never read). The default run
-takes about half a minute on 2 CPU cores.
+takes about half a minute on 2 CPU cores. With ``--hetero``, on an
+ogbn-mag-shaped heterogeneous graph instead (seed papers), against
+torch-sparse's heterogeneous sampler and pyg_orch's own homogeneous sampler
+on the same edges (``to_homogeneous()``); its full size takes a few minutes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import itertools
 from collections.abc import Callable
 
 import torch
+from torch_geometric.data import Data
 from torch_geometric.sampler import NodeSamplerInput
 
 from pyg_orch.benchmark.graph import (
@@ -21,7 +25,8 @@ from pyg_orch.benchmark.graph import (
     benchmark_graph,
 )
 from pyg_orch.benchmark.timing import median_ms, time_calls
-from pyg_orch.options import add_option, positive_int
+from pyg_orch.datasets import power_law_hetero_graph
+from pyg_orch.options import add_option, positive_float, positive_int
 from pyg_orch.sampling import OrchNeighborSampler
 
 
@@ -40,6 +45,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=50,
         help="timed batches per sampler (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--hetero",
+        action="store_true",
+        help="sample the ogbn-mag-shaped heterogeneous graph of "
+        "pyg_orch.datasets.power_law_hetero_graph instead (default: off)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=positive_float,
+        default=1.0,
+        help="with --hetero: fraction of ogbn-mag's size; 1 is 1.9M nodes and "
+        "21M edges, 42M with reverses (default: %(default)s)",
     )
 
 
@@ -71,8 +89,27 @@ def _extension_sampler(sampler: OrchNeighborSampler, name: str) -> Callable | No
     )
 
 
+def saved_name(args: argparse.Namespace) -> str:
+    """The name ``--save`` gives this run's table: ``sampler`` or ``sampler_hetero``.
+
+    Example:
+        >>> saved_name(argparse.Namespace(hetero=True))
+        'sampler_hetero'
+    """
+    return "sampler_hetero" if args.hetero else "sampler"
+
+
+def _cycling(sample: Callable, seeds: list[torch.Tensor]) -> Callable[[], object]:
+    # One call samples the next seed batch, round and round.
+    queue = itertools.cycle(seeds)
+    return lambda: sample(next(queue))
+
+
 def run(args: argparse.Namespace) -> None:
     """Builds the graph, times each available sampler and prints the table."""
+    if args.hetero:
+        run_hetero(args)
+        return
     data, description = benchmark_graph(args)
     print(
         f"{description}; fan-outs "
@@ -86,10 +123,6 @@ def run(args: argparse.Namespace) -> None:
         for _ in range(args.batches)
     ]
 
-    def batches(sample: Callable) -> Callable[[], object]:
-        queue = itertools.cycle(seeds)
-        return lambda: sample(next(queue))
-
     def numba_sample(seed: torch.Tensor) -> object:
         return sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seed))
 
@@ -102,7 +135,7 @@ def run(args: argparse.Namespace) -> None:
     for name, sample in candidates.items():
         if sample is None:
             continue
-        results[name] = median_ms(time_calls(batches(sample), args.batches))
+        results[name] = median_ms(time_calls(_cycling(sample, seeds), args.batches))
     reference = results.get("torch-sparse")
     for name, milliseconds in results.items():
         ratio = f"{reference / milliseconds:.1f}x" if reference else "n/a"
@@ -110,3 +143,98 @@ def run(args: argparse.Namespace) -> None:
     for name in ("torch-sparse", "pyg-lib"):
         if name not in results:
             print(f"{name}: not installed, so not measured (no ratio).")
+
+
+def _torch_sparse_hetero(sampler: OrchNeighborSampler) -> Callable | None:
+    """torch-sparse's heterogeneous sampler on ``sampler``'s graph, if installed."""
+    try:
+        importlib.import_module("torch_sparse")
+        op = torch.ops.torch_sparse.hetero_neighbor_sample
+    except (ImportError, OSError, AttributeError, RuntimeError):
+        return None
+    fanouts = sampler.num_neighbors.get_mapped_values(sampler.edge_types)
+    num_hops = sampler.num_neighbors.num_hops
+    return lambda seed: op(
+        sampler.node_types, sampler.edge_types, sampler.colptr_dict,
+        sampler.row_dict, {"paper": seed}, fanouts, num_hops, False, True,
+    )  # fmt: skip
+
+
+def _num_edges(out: object) -> int:
+    # A sampler output's edges: pyg_orch's outputs, or torch-sparse's tuple.
+    row = out.row if hasattr(out, "row") else out[1]
+    return (
+        sum(r.numel() for r in row.values()) if isinstance(row, dict) else row.numel()
+    )
+
+
+def run_hetero(args: argparse.Namespace) -> None:
+    """Times heterogeneous sampling of seed papers and prints the table."""
+    data = power_law_hetero_graph(args.scale, seed=args.seed)
+    print(
+        f"ogbn-mag-shaped power-law graph (scale {args.scale}): "
+        f"{data.num_nodes:,} nodes of 4 types, {data.num_edges:,} edges of "
+        f"{len(data.edge_types)} types; fan-outs {args.num_neighbors} per edge "
+        f"type (homogeneous: per node), batch {args.batch_size} papers, "
+        f"{args.batches} batches, {torch.get_num_threads()} threads"
+    )
+    hetero = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
+    homogeneous_graph = data.to_homogeneous()
+    # to_homogeneous puts each type's nodes after those of the types before.
+    paper_start = sum(
+        data[t].num_nodes for t in data.node_types[: data.node_types.index("paper")]
+    )
+    homogeneous = OrchNeighborSampler(
+        Data(edge_index=homogeneous_graph.edge_index, num_nodes=data.num_nodes),
+        num_neighbors=args.num_neighbors,
+    )
+    del homogeneous_graph
+    generator = torch.Generator().manual_seed(args.seed)
+    num_papers = data["paper"].num_nodes
+    seeds = [
+        torch.randint(num_papers, (args.batch_size,), generator=generator)
+        for _ in range(args.batches)
+    ]
+
+    def pyg_orch_hetero(seed: torch.Tensor) -> object:
+        inputs = NodeSamplerInput(None, seed, input_type="paper")
+        return hetero.sample_from_nodes(inputs)
+
+    def pyg_orch_homogeneous(seed: torch.Tensor) -> object:
+        inputs = NodeSamplerInput(None, seed + paper_start)
+        return homogeneous.sample_from_nodes(inputs)
+
+    candidates = {
+        "pyg_orch hetero": pyg_orch_hetero,
+        "torch-sparse hetero": _torch_sparse_hetero(hetero),
+        "pyg_orch homogeneous": pyg_orch_homogeneous,
+    }
+    results = {}
+    for name, sample in candidates.items():
+        if sample is None:
+            continue
+        edges = [_num_edges(sample(seed)) for seed in seeds[:5]]
+        milliseconds = median_ms(time_calls(_cycling(sample, seeds), args.batches))
+        results[name] = (milliseconds, sum(edges) / len(edges))
+    _print_hetero_table(results)
+
+
+def _print_hetero_table(results: dict[str, tuple[float, float]]) -> None:
+    print(
+        f"{'sampler':<22}{'ms/batch':>10}{'edges/batch':>13}{'ns/edge':>9}"
+        f"{'vs torch-sparse':>17}"
+    )
+    reference = results.get("torch-sparse hetero")
+    for name, (milliseconds, edges) in results.items():
+        ratio = f"{reference[0] / milliseconds:.1f}x" if reference else "n/a"
+        print(
+            f"{name:<22}{milliseconds:>10.2f}{edges:>13,.0f}"
+            f"{1e6 * milliseconds / edges:>9.1f}{ratio:>17}"
+        )
+    hetero, homogeneous = results["pyg_orch hetero"], results["pyg_orch homogeneous"]
+    # Per-type fan-outs sample more edges than per-node ones: compare the
+    # time per sampled edge.
+    per_edge = (hetero[0] / hetero[1]) / (homogeneous[0] / homogeneous[1])
+    print(f"pyg_orch hetero / homogeneous time per sampled edge: {per_edge:.2f}x")
+    if reference is None:
+        print("torch-sparse: not installed, so not measured (no ratio).")

@@ -1,4 +1,10 @@
-"""Numba kernels for layered uniform neighbour sampling over a CSC graph.
+"""Numba kernels for layered neighbour sampling over CSC graphs, as pyg-lib does.
+
+One kernel covers what PyG's samplers do: homogeneous graphs (one node type,
+one edge type) and heterogeneous ones (several, concatenated), uniform or
+weighted picks, with or without replacement, disjoint subgraphs (one per
+seed), and temporal sampling (only neighbours no later than the seed's time,
+``uniform`` among them or the ``last`` ones).
 
 The kernels are serial on purpose: one call samples one mini-batch, and the
 parallelism comes from running several calls at once (DataLoader worker
@@ -7,7 +13,8 @@ kernel is safe to call after ``fork`` whatever Numba threading layer is active.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.typed import Dict
 
 from pyg_orch.kernels.random import splitmix64
 
@@ -105,8 +112,365 @@ def _grow(array: np.ndarray, needed: int) -> np.ndarray:
     return bigger
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _random_unit(state: np.ndarray) -> float:
+    # Uniform in the open interval (0, 1): its logarithm is finite.
+    return (np.float64(_next_random(state) >> np.uint64(11)) + 0.5) * _TO_UNIT
+
+
+@njit(cache=True, nogil=True)
+def pick_weighted(
+    weight: np.ndarray,
+    count: int,
+    replace: bool,
+    state: np.ndarray,
+    out: np.ndarray,
+    keys: np.ndarray,
+) -> None:
+    """Writes ``count`` picks from ``range(len(weight))``, each by its weight.
+
+    With replacement every pick is an independent draw proportional to the
+    weights (``torch.multinomial(weight, count, True)``); without, the picks
+    are successive draws without replacement, drawn as the ``count`` largest
+    keys ``log(u) / w`` (Efraimidis and Spirakis, 2006), as pyg-lib does.
+    ``keys`` is scratch of at least ``len(weight)`` entries.
+    """
+    degree = weight.shape[0]
+    if replace:
+        total = 0.0
+        for j in range(degree):
+            total += weight[j]
+            keys[j] = total
+        for n in range(count):
+            out[n] = min(
+                np.searchsorted(keys[:degree], _random_unit(state) * total, "right"),
+                degree - 1,
+            )
+        return
+    for j in range(degree):
+        # A weight of 0 is never drawn while others are left.
+        random_key = np.log(_random_unit(state))
+        keys[j] = random_key / weight[j] if weight[j] > 0 else -np.inf
+    order = np.argsort(keys[:degree])
+    for n in range(count):
+        out[n] = order[degree - 1 - n]
+
+
+@njit(cache=True, nogil=True)
+def _temporal_end(
+    row: np.ndarray,
+    start: int,
+    end: int,
+    seed_time: float,
+    node_time: np.ndarray,
+    edge_time: np.ndarray,
+) -> int:
+    # The end of the neighbours no later than seed_time, which PyG sorts to
+    # the front of each neighbourhood (by source or edge time): bisected, as
+    # in pyg-lib.
+    low, high = start, end
+    while low < high:
+        middle = (low + high) // 2
+        if edge_time.shape[0] > 0:
+            time = edge_time[middle]
+        else:
+            time = node_time[row[middle]]
+        if time <= seed_time:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@njit(cache=True, nogil=True)
+def _by_type(values: np.ndarray, runs: np.ndarray, run_type: np.ndarray, num_types):
+    # Concatenates the runs of values (run i: values[runs[i]:runs[i + 1]], of
+    # type run_type[i]) type by type, keeping their order within each type.
+    out = np.empty_like(values)
+    filled = 0
+    for kind in range(num_types):
+        for i in range(run_type.shape[0]):
+            if run_type[i] == kind:
+                size = runs[i + 1] - runs[i]
+                out[filled : filled + size] = values[runs[i] : runs[i + 1]]
+                filled += size
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _edge_type(graph, k: int):
+    # Edge type k's CSC graph: views into the concatenated arrays.
+    colptr, row, colptr_start, row_start, _, dst_type, node_offset = graph
+    num_columns = node_offset[dst_type[k] + 1] - node_offset[dst_type[k]]
+    column = colptr[colptr_start[k] : colptr_start[k] + num_columns + 1]
+    return column, row[row_start[k] : row_start[k + 1]]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _part(values: np.ndarray, present: np.ndarray, index: int, bounds: np.ndarray):
+    # Type index's share of values concatenated by bounds, or empty.
+    if not present[index]:
+        return values[:0]
+    return values[bounds[index] : bounds[index + 1]]
+
+
+@njit(cache=True, nogil=True)
+def _induced_edges(graph, node, runs, run_type, run_local, node_map, num_hops):
+    # Every edge among the sampled nodes, edge type by edge type, destination
+    # by destination in the order they were sampled, as torch-sparse returns
+    # them; node_map still maps the sampled nodes. All counted in hop 0.
+    src_type, dst_type, node_offset = graph[4:]
+    edges_per_hop = np.zeros((src_type.shape[0], max(num_hops, 1)), dtype=np.int64)
+    local_row, local_col, edge = [0][:0], [0][:0], [0][:0]
+    for k in range(src_type.shape[0]):
+        column, row = _edge_type(graph, k)
+        src_base = node_offset[src_type[k]]
+        for r in range(runs.shape[0] - 1):
+            if run_type[r] != dst_type[k]:
+                continue
+            for dst in range(runs[r], runs[r + 1]):
+                for position in range(column[node[dst]], column[node[dst] + 1]):
+                    local = node_map[src_base + row[position]]
+                    if local >= 0:
+                        local_row.append(local)
+                        local_col.append(run_local[r] + dst - runs[r])
+                        edge.append(position)
+        edges_per_hop[k, 0] = len(edge) - edges_per_hop[:k, 0].sum()
+    return (
+        np.array(local_row, dtype=np.int64),
+        np.array(local_col, dtype=np.int64),
+        np.array(edge, dtype=np.int64),
+        edges_per_hop,
+    )
+
+
 @njit(cache=True, nogil=True)
 def sample_layers(
+    graph,
+    seeds,
+    fanouts: np.ndarray,
+    times,
+    weights,
+    options,
+    random_seed: int,
+    node_map: np.ndarray,
+    skip_last_hop: np.ndarray,
+):
+    """Samples a layered neighbourhood of the seeds, hop by hop, as pyg-lib does.
+
+    Node types and edge types are numbered; their CSC graphs are concatenated.
+    In each hop, each edge type in turn expands the nodes of its destination
+    type found in the previous hop, and the neighbours it picks join the
+    list of its source type.
+
+    Args:
+        graph: ``(colptr, row, colptr_start, row_start, src_type, dst_type,
+            node_offset)``: the CSC graphs of all edge types concatenated
+            (edge type ``k``'s column pointers start at ``colptr[colptr_start
+            [k]]`` and count positions in ``row[row_start[k]:row_start[k +
+            1]]``), the source (neighbour) and destination type of each, and
+            where each node type's ids start in ``node_map`` (``num_types +
+            1`` entries).
+        seeds: ``(seed_type, seed)``: the seed nodes (hop 0), grouped by type,
+            duplicates allowed; with disjoint subgraphs, seed ``i`` roots
+            subgraph ``i``.
+        fanouts: ``int64[num_edge_types, num_hops]``; ``-1`` takes all, ``0``
+            none.
+        times: ``(seed_time, node_time, node_timed, edge_time, edge_timed)``
+            for temporal sampling: each subgraph's time, node times
+            concatenated by ``node_offset`` and edge times aligned with
+            ``row`` (or empty), and which node and edge types have times.
+        weights: ``(edge_weight, weighted)``: weights aligned with ``row`` (or
+            empty), and which edge types are sampled by them.
+        options: ``(replace, disjoint, last, induced)``: sample with
+            replacement, one subgraph per seed, temporal strategy ``"last"``,
+            and return every edge among the sampled nodes instead of the
+            sampled ones (as torch-sparse does for ``subgraph_type="induced"``;
+            not with disjoint subgraphs).
+        random_seed: seed of the kernel's own random stream.
+        node_map: ``int64[num_nodes of all types]`` scratch filled with ``-1``,
+            restored before returning (unused with disjoint subgraphs).
+        skip_last_hop: ``bool[num_nodes of all types]`` marking nodes the last
+            hop does not expand (hot nodes), or empty.
+
+    Returns:
+        ``(node, batch, nodes_per_hop, local_row, local_col, edge,
+        edges_per_hop)``: the sampled nodes grouped by type (seeds first,
+        then hop by hop), the subgraph of each (with disjoint subgraphs),
+        ``int64[num_types, num_hops + 1]`` new nodes per type and hop; the
+        sampled edges grouped by edge type, as source and destination index
+        within their type's nodes and position in the edge type's ``row``,
+        and ``int64[num_edge_types, num_hops]`` edges per type and hop.
+    """
+    row_start, src_type, dst_type, node_offset = graph[3:]
+    seed_type, seed = seeds
+    seed_time, node_times, node_timed, edge_times, edge_timed = times
+    edge_weights, weighted = weights
+    replace, disjoint, last, induced = options
+    num_types = node_offset.shape[0] - 1
+    num_edge_types, num_hops = fanouts.shape
+    state = np.empty(1, dtype=np.uint64)
+    state[0] = np.uint64(random_seed)
+    skip_none = skip_last_hop[:0]
+    # Disjoint subgraphs key a node by (subgraph, node): a hash map.
+    subgraph_map = Dict.empty(key_type=types.int64, value_type=types.int64)
+    stride = node_offset[num_types]
+
+    # Nodes come in runs of one type (the seeds of a type, then what one edge
+    # type adds in one hop): run i starts at node runs[i], at index
+    # run_local[i] of its type's list.
+    max_runs = num_types + num_hops * num_edge_types + 1
+    runs = np.zeros(max_runs + 1, dtype=np.int64)
+    run_type = np.zeros(max_runs, dtype=np.int64)
+    run_local = np.zeros(max_runs, dtype=np.int64)
+    num_runs = 0
+    type_size = np.zeros(num_types, dtype=np.int64)
+    capacity = max(2 * seed.shape[0], 16)
+    node = np.empty(capacity, dtype=np.int64)
+    node_batch = np.empty(capacity if disjoint else 0, dtype=np.int64)
+    num_nodes = seed.shape[0]
+    for i in range(num_nodes):
+        kind = seed_type[i]
+        if i == 0 or kind != seed_type[i - 1]:
+            runs[num_runs], run_type[num_runs] = i, kind
+            run_local[num_runs] = type_size[kind]
+            num_runs += 1
+        key = node_offset[kind] + seed[i]
+        node[i] = seed[i]
+        if disjoint:
+            node_batch[i] = i
+            subgraph_map[i * stride + key] = type_size[kind]
+        elif node_map[key] < 0:
+            node_map[key] = type_size[kind]
+        type_size[kind] += 1
+    nodes_per_hop = np.zeros((num_types, num_hops + 1), dtype=np.int64)
+    nodes_per_hop[:, 0] = type_size
+
+    edges_per_hop = np.zeros((num_edge_types, num_hops), dtype=np.int64)
+    picks = np.empty(16, dtype=np.int64)
+    keys = np.empty(16, dtype=np.float64)
+    local_row = np.empty(16, dtype=np.int64)
+    local_col = np.empty(16, dtype=np.int64)
+    edge = np.empty(16, dtype=np.int64)
+    num_edges = 0
+
+    hop_runs = 0
+    for hop in range(num_hops):
+        hop_runs_end = num_runs
+        runs[num_runs] = num_nodes  # closes the hop's last run
+        skip = skip_last_hop if hop == num_hops - 1 else skip_none
+        for k in range(num_edge_types):
+            fanout = fanouts[k, hop]
+            src_kind, dst_kind = src_type[k], dst_type[k]
+            runs[num_runs], run_type[num_runs] = num_nodes, src_kind
+            run_local[num_runs] = type_size[src_kind]
+            num_runs += 1
+            if fanout == 0:
+                continue
+            column, row = _edge_type(graph, k)
+            node_time = _part(node_times, node_timed, src_kind, node_offset)
+            edge_time = _part(edge_times, edge_timed, k, row_start)
+            edge_weight = _part(edge_weights, weighted, k, row_start)
+            temporal = node_time.shape[0] > 0 or edge_time.shape[0] > 0
+            # An upper bound of this edge type's picks (time only narrows a
+            # neighbourhood), so that every output grows once per edge type.
+            bound = 0
+            for r in range(hop_runs, hop_runs_end):
+                if run_type[r] == dst_kind:
+                    for dst in range(runs[r], runs[r + 1]):
+                        degree = column[node[dst] + 1] - column[node[dst]]
+                        bound += num_picks(fanout, degree, replace)
+            node = _grow(node, num_nodes + bound)
+            if disjoint:
+                node_batch = _grow(node_batch, num_nodes + bound)
+            local_row = _grow(local_row, num_edges + bound)
+            local_col = _grow(local_col, num_edges + bound)
+            edge = _grow(edge, num_edges + bound)
+            for r in range(hop_runs, hop_runs_end):
+                if run_type[r] != dst_kind:
+                    continue
+                for dst in range(runs[r], runs[r + 1]):
+                    if skip.shape[0] > 0 and skip[node_offset[dst_kind] + node[dst]]:
+                        continue
+                    start, end = column[node[dst]], column[node[dst] + 1]
+                    batch = node_batch[dst] if disjoint else 0
+                    if temporal:
+                        end = _temporal_end(
+                            row, start, end, seed_time[batch], node_time, edge_time
+                        )
+                        if last and fanout >= 0:
+                            start = max(start, end - fanout)
+                    degree = end - start
+                    count = num_picks(fanout, degree, replace)
+                    if count == 0:
+                        continue
+                    picks = _grow(picks, count)
+                    if edge_weight.shape[0] > 0 and (replace or count < degree):
+                        keys = _grow(keys, degree)
+                        weight = edge_weight[start:end]
+                        pick_weighted(weight, count, replace, state, picks, keys)
+                    else:
+                        pick_neighbors(degree, count, replace, state, picks)
+                    dst_local = run_local[r] + dst - runs[r]
+                    for j in range(count):
+                        position = start + picks[j]
+                        key = node_offset[src_kind] + row[position]
+                        if disjoint:
+                            local = subgraph_map.get(batch * stride + key, -1)
+                        else:
+                            local = node_map[key]
+                        if local < 0:
+                            local = type_size[src_kind]
+                            type_size[src_kind] += 1
+                            if disjoint:
+                                subgraph_map[batch * stride + key] = local
+                                node_batch[num_nodes] = batch
+                            else:
+                                node_map[key] = local
+                            node[num_nodes] = row[position]
+                            num_nodes += 1
+                        local_row[num_edges] = local
+                        local_col[num_edges] = dst_local
+                        edge[num_edges] = position
+                        num_edges += 1
+                    edges_per_hop[k, hop] += count
+        for kind in range(num_types):
+            found = nodes_per_hop[kind, : hop + 1].sum()
+            nodes_per_hop[kind, hop + 1] = type_size[kind] - found
+        hop_runs = hop_runs_end
+    runs[num_runs] = num_nodes
+    if induced:
+        local_row, local_col, edge, edges_per_hop = _induced_edges(
+            graph, node, runs[: num_runs + 1], run_type, run_local, node_map, num_hops
+        )
+        num_edges = local_row.shape[0]
+
+    if not disjoint:
+        for r in range(num_runs):
+            base = node_offset[run_type[r]]
+            for i in range(runs[r], runs[r + 1]):
+                node_map[base + node[i]] = -1
+    node, node_batch = node[:num_nodes], node_batch[: num_nodes if disjoint else 0]
+    local_row, local_col = local_row[:num_edges], local_col[:num_edges]
+    edge = edge[:num_edges]
+    if num_types > 1:
+        node = _by_type(node, runs, run_type[:num_runs], num_types)
+        if disjoint:
+            node_batch = _by_type(node_batch, runs, run_type[:num_runs], num_types)
+    if num_edge_types > 1:
+        # Edges come in runs of one edge type: hop by hop, edge type by type.
+        num_runs = edges_per_hop.size
+        edge_runs = np.zeros(num_runs + 1, dtype=np.int64)
+        edge_runs[1:] = np.cumsum(edges_per_hop.T.copy().reshape(-1))
+        edge_run_type = np.arange(num_runs) % num_edge_types
+        local_row = _by_type(local_row, edge_runs, edge_run_type, num_edge_types)
+        local_col = _by_type(local_col, edge_runs, edge_run_type, num_edge_types)
+        edge = _by_type(edge, edge_runs, edge_run_type, num_edge_types)
+    return node, node_batch, nodes_per_hop, local_row, local_col, edge, edges_per_hop
+
+
+@njit(cache=True, nogil=True)
+def sample_homogeneous(
     colptr: np.ndarray,
     row: np.ndarray,
     seed: np.ndarray,
@@ -116,98 +480,33 @@ def sample_layers(
     node_map: np.ndarray,
     skip_last_hop: np.ndarray,
 ):
-    """Samples a layered neighbourhood of ``seed``, hop by hop, as PyG orders it.
-
-    Args:
-        colptr: CSC column pointers, ``int64[num_nodes + 1]``.
-        row: CSC row (source) indices, ``int[num_edges]``.
-        seed: global ids of the seed nodes (hop 0), duplicates allowed.
-        fanouts: neighbours per node and hop; ``-1`` takes all, ``0`` none.
-        replace: sample with replacement.
-        random_seed: seed of the kernel's own random stream.
-        node_map: ``int64[num_nodes]`` scratch filled with ``-1``; it is
-            restored to ``-1`` before returning.
-        skip_last_hop: ``bool[num_nodes]`` marking nodes not to expand in the
-            last hop (hot nodes, whose bottom-layer input comes from a cache),
-            or an empty array to expand every node.
+    """:func:`sample_layers` on one node type and one edge type, uniformly.
 
     Returns:
-        ``(node, local_row, local_col, edge, nodes_per_hop, edges_per_hop)``:
-        global ids of the sampled nodes (seeds first, then hop 1, ...), each
-        sampled edge as local source / local destination / CSC position, and
-        the count of new nodes per hop (``len(fanouts) + 1`` entries) and of
-        edges per hop (``len(fanouts)`` entries).
+        ``(node, local_row, local_col, edge, nodes_per_hop, edges_per_hop)``
+        as :func:`sample_layers` does, with one type each.
     """
-    state = np.empty(1, dtype=np.uint64)
-    state[0] = np.uint64(random_seed)
-    num_hops = fanouts.shape[0]
-    nodes_per_hop = np.zeros(num_hops + 1, dtype=np.int64)
-    edges_per_hop = np.zeros(num_hops, dtype=np.int64)
-
-    node = np.empty(max(2 * seed.shape[0], 16), dtype=np.int64)
-    num_nodes = seed.shape[0]
-    node[:num_nodes] = seed
-    for i in range(num_nodes):
-        if node_map[seed[i]] < 0:
-            node_map[seed[i]] = i
-    nodes_per_hop[0] = num_nodes
-
-    max_fanout = 0
-    for fanout in fanouts:
-        max_fanout = max(max_fanout, fanout)
-    picks = np.empty(max(max_fanout, 16), dtype=np.int64)
-    local_row = np.empty(16, dtype=np.int64)
-    local_col = np.empty(16, dtype=np.int64)
-    edge = np.empty(16, dtype=np.int64)
-    num_edges = 0
-
-    hop_begin = 0
-    for hop in range(num_hops):
-        hop_end = num_nodes
-        hop_edges = 0
-        skip = skip_last_hop if hop == num_hops - 1 else skip_last_hop[:0]
-        # Counted first so that every output grows once per hop.
-        counts = np.empty(hop_end - hop_begin, dtype=np.int64)
-        for dst in range(hop_begin, hop_end):
-            counts[dst - hop_begin] = _hop_picks(
-                colptr, node[dst], fanouts[hop], replace, skip
-            )
-            hop_edges += counts[dst - hop_begin]
-        local_row = _grow(local_row, num_edges + hop_edges)
-        local_col = _grow(local_col, num_edges + hop_edges)
-        edge = _grow(edge, num_edges + hop_edges)
-        node = _grow(node, num_nodes + hop_edges)
-
-        for dst in range(hop_begin, hop_end):
-            start = colptr[node[dst]]
-            degree = colptr[node[dst] + 1] - start
-            count = counts[dst - hop_begin]
-            picks = _grow(picks, count)
-            pick_neighbors(degree, count, replace, state, picks)
-            for j in range(count):
-                position = start + picks[j]
-                src = row[position]
-                local = node_map[src]
-                if local < 0:
-                    local = num_nodes
-                    node_map[src] = local
-                    node[num_nodes] = src
-                    num_nodes += 1
-                local_row[num_edges] = local
-                local_col[num_edges] = dst
-                edge[num_edges] = position
-                num_edges += 1
-        nodes_per_hop[hop + 1] = num_nodes - hop_end
-        edges_per_hop[hop] = hop_edges
-        hop_begin = hop_end
-
-    for i in range(num_nodes):
-        node_map[node[i]] = -1
-    return (
-        node[:num_nodes],
-        local_row[:num_edges],
-        local_col[:num_edges],
-        edge[:num_edges],
-        nodes_per_hop,
-        edges_per_hop,
+    zero = np.zeros(1, dtype=np.int64)
+    no = np.zeros(1, dtype=np.bool_)
+    graph = (
+        colptr,
+        row,
+        zero,
+        np.array([0, row.shape[0]], dtype=np.int64),
+        zero,
+        zero,
+        np.array([0, colptr.shape[0] - 1], dtype=np.int64),
     )
+    no_time = np.zeros(0, dtype=np.int64)
+    node, _, nodes_per_hop, local_row, local_col, edge, edges_per_hop = sample_layers(
+        graph,
+        (np.zeros(seed.shape[0], dtype=np.int64), seed),
+        fanouts.reshape(1, -1),
+        (no_time, no_time, no, no_time, no),
+        (np.zeros(0, dtype=np.float64), no),
+        (replace, False, False, False),
+        random_seed,
+        node_map,
+        skip_last_hop,
+    )
+    return node, local_row, local_col, edge, nodes_per_hop[0], edges_per_hop[0]

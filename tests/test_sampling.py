@@ -287,3 +287,21 @@ def test_induced_subgraphs_hold_every_edge_among_the_sampled_nodes():
     assert found.size(1) == len(expected)
     assert torch.equal(data.edge_index[:, batch.e_id], found)
     assert "num_sampled_nodes" not in batch  # no per-hop counts, as in PyG
+
+
+def test_prefetch_is_a_hint_that_changes_nothing():
+    from numba import njit
+
+    from pyg_orch.kernels.prefetch import prefetch
+
+    @njit
+    def total(values, index):
+        result = 0
+        for i in range(index.shape[0]):
+            prefetch(values, index[(i + 1) % index.shape[0]])
+            result += values[index[i]]
+        return result
+
+    values = np.arange(1000, dtype=np.int64)
+    index = np.array([5, 999, 0, 17])
+    assert total(values, index) == values[index].sum()

@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit, types
 from numba.typed import Dict
 
+from pyg_orch.kernels.prefetch import prefetch
 from pyg_orch.kernels.random import splitmix64
 
 _TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53
@@ -214,6 +215,24 @@ def _part(values: np.ndarray, present: np.ndarray, index: int, bounds: np.ndarra
     return values[bounds[index] : bounds[index + 1]]
 
 
+# How many destinations ahead their column pointers, and then the start of
+# their neighbourhoods, are prefetched.
+_COLUMNS_AHEAD = 16
+_ROWS_AHEAD = 8
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_ahead(column, row, node, dst, end):
+    # The column pointers of a destination a little ahead, and the first
+    # neighbours of one nearer, whose column pointers came in by now.
+    if dst + _COLUMNS_AHEAD < end:
+        prefetch(column, node[dst + _COLUMNS_AHEAD])
+    if dst + _ROWS_AHEAD < end:
+        start = column[node[dst + _ROWS_AHEAD]]
+        if start < row.shape[0]:
+            prefetch(row, start)
+
+
 @njit(cache=True, nogil=True)
 def _induced_edges(graph, node, runs, run_type, run_local, node_map, num_hops):
     # Every edge among the sampled nodes, edge type by edge type, destination
@@ -288,7 +307,7 @@ def sample_layers(
             sampled ones (as torch-sparse does for ``subgraph_type="induced"``;
             not with disjoint subgraphs).
         random_seed: seed of the kernel's own random stream.
-        node_map: ``int64[num_nodes of all types]`` scratch filled with ``-1``,
+        node_map: ``int32[num_nodes of all types]`` scratch filled with ``-1``,
             restored before returning (unused with disjoint subgraphs).
         skip_last_hop: ``bool[num_nodes of all types]`` marking nodes the last
             hop does not expand (hot nodes), or empty.
@@ -390,6 +409,7 @@ def sample_layers(
                 if run_type[r] != dst_kind:
                     continue
                 for dst in range(runs[r], runs[r + 1]):
+                    _prefetch_ahead(column, row, node, dst, runs[r + 1])
                     if skip.shape[0] > 0 and skip[node_offset[dst_kind] + node[dst]]:
                         continue
                     start, end = column[node[dst]], column[node[dst] + 1]
@@ -412,6 +432,10 @@ def sample_layers(
                     else:
                         pick_neighbors(degree, count, replace, state, picks)
                     dst_local = run_local[r] + dst - runs[r]
+                    if not disjoint:
+                        for j in range(count):
+                            key = node_offset[src_kind] + row[start + picks[j]]
+                            prefetch(node_map, key)
                     for j in range(count):
                         position = start + picks[j]
                         key = node_offset[src_kind] + row[position]

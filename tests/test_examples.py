@@ -131,6 +131,7 @@ def test_train_ogbn_papers100m(tmp_path):
     assert np.array_equal(np.load(npy), tiny["x"])
 
 
+@pytest.mark.slow
 def test_train_ogbn_mag(tmp_path):
     tiny_mag(tmp_path)
     result = _run("train_ogbn_mag.py", "--root", tmp_path, *TINY, "--runs", "2")
@@ -186,6 +187,7 @@ def test_train_ogbn_mag_refuses_hot_vertices(tmp_path, mag):
         mag.main(argv)
 
 
+@pytest.mark.slow
 def test_link_prediction():
     result = _run("link_prediction.py", "--epochs", "1", "--no-progress")
     output = result.stdout + result.stderr

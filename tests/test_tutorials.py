@@ -32,7 +32,19 @@ def test_tutorial_is_stored_without_outputs(path):
         assert cell["outputs"] == [], f"cell {index} has outputs"
 
 
-@pytest.mark.parametrize("path", TUTORIALS, ids=lambda path: path.name)
+# Notebooks whose run takes most of a minute: the slow tests run them (and the
+# docs build executes every notebook).
+SLOW = {"hetero_and_links.ipynb"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(path, marks=pytest.mark.slow) if path.name in SLOW else path
+        for path in TUTORIALS
+    ],
+    ids=lambda path: path.name,
+)
 def test_tutorial_runs(path, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -139,8 +139,9 @@ class HotVertices:
             ([1, 3], 'given')
         """
         auto = self.ratio == "auto"
-        if auto or (hot is None and self.ratio > 0):
+        if auto or hot is not None or self.ratio > 0:
             self._check_support()
+        if auto or (hot is None and self.ratio > 0):
             chosen = select_hot(
                 self.sampler,
                 input_nodes,
@@ -159,7 +160,6 @@ class HotVertices:
             else:
                 self.use(chosen)
         elif hot is not None:
-            self._check_support()
             self.use(as_hot_set(hot, self.sampler.colptr.numel() - 1))
         elif self.mode not in (None, "static"):
             raise ValueError(
@@ -181,7 +181,7 @@ class HotVertices:
             ),
             "disjoint=True": sampler.disjoint and not sampler.is_temporal,
             "time_attr (temporal sampling)": sampler.is_temporal,
-            "weight_attr (weighted sampling)": sampler.layout.weighted,
+            "weight_attr (weighted sampling)": sampler.edge_weight is not None,
         }
         for option, used in unsupported.items():
             if used:

@@ -146,11 +146,6 @@ class KernelGraph:
         """The dtype the kernel compares times in."""
         return self.times[0].dtype
 
-    @property
-    def weighted(self) -> bool:
-        """Whether some edge type is sampled by its weights."""
-        return bool(self.weights[1].any())
-
     @classmethod
     def of(cls, sampler: NeighborSampler) -> KernelGraph:
         """The graph of ``sampler``, homogeneous or heterogeneous."""
@@ -330,7 +325,26 @@ class OrchNeighborSampler(NeighborSampler):
         self.hot_mask: Tensor | None = None
         with _pyg_lib_gates_open():
             super().__init__(data, num_neighbors, **kwargs)
+        self._check_options()
         self._layout: KernelGraph | None = None
+
+    def _check_options(self) -> None:
+        # Once, here, not per batch: what the kernel cannot do, as pyg-lib.
+        if self.temporal_strategy not in ("uniform", "last"):
+            raise ValueError(
+                f"temporal_strategy must be 'uniform' or 'last', got "
+                f"{self.temporal_strategy!r}"
+            )
+        if self.subgraph_type == SubgraphType.induced and self.disjoint:
+            raise ValueError(
+                "'disjoint' sampling is not supported with "
+                "subgraph_type='induced', as in PyG: drop one of them"
+            )
+        if self.is_temporal and self.edge_weight is not None:
+            raise ValueError(
+                "weighted temporal sampling (weight_attr with time_attr) is not "
+                "supported, as in pyg-lib: drop one of them"
+            )
 
     @classmethod
     def for_loader(
@@ -358,7 +372,7 @@ class OrchNeighborSampler(NeighborSampler):
         return cls(data, num_neighbors, share_memory=share_memory, **options)
 
     def __getstate__(self) -> dict[str, Any]:
-        # Typed lists stay in their process: a worker builds its own views.
+        # The kernel's layout stays in its process; a worker rebuilds it.
         return {**self.__dict__, "_layout": None}
 
     @property
@@ -378,22 +392,7 @@ class OrchNeighborSampler(NeighborSampler):
         hetero = isinstance(seed, dict)
         seeds = seed if hetero else {None: seed}
         times = seed_time if hetero or seed_time is None else {None: seed_time}
-        if self.temporal_strategy not in ("uniform", "last"):
-            raise ValueError(
-                f"temporal_strategy must be 'uniform' or 'last', got "
-                f"{self.temporal_strategy!r}"
-            )
         induced = self.subgraph_type == SubgraphType.induced
-        if induced and self.disjoint:
-            raise ValueError(
-                "'disjoint' sampling is not supported with "
-                "subgraph_type='induced', as in PyG: drop one of them"
-            )
-        if self.is_temporal and layout.weighted:
-            raise ValueError(
-                "weighted temporal sampling (weight_attr with time_attr) is not "
-                "supported, as in pyg-lib: drop one of them"
-            )
         out = sample_layers(
             layout.graph,
             self._kernel_seeds(layout, seeds),

@@ -75,13 +75,20 @@ _EXTENSIONS = {
 }
 
 
+def _compiled_op(module: str, namespace: str, name: str) -> Callable | None:
+    """``torch.ops.<namespace>.<name>`` once ``module`` is imported, or ``None``."""
+    try:
+        importlib.import_module(module)
+        return getattr(getattr(torch.ops, namespace), name)
+    except (ImportError, OSError, AttributeError, RuntimeError):
+        return None
+
+
 def _extension_sampler(sampler: OrchNeighborSampler, name: str) -> Callable | None:
     """The compiled sampler ``name`` on ``sampler``'s graph, or ``None`` if absent."""
     module, (namespace, op_name), extra, keywords = _EXTENSIONS[name]
-    try:
-        importlib.import_module(module)
-        op = getattr(getattr(torch.ops, namespace), op_name)
-    except (ImportError, OSError, AttributeError, RuntimeError):
+    op = _compiled_op(module, namespace, op_name)
+    if op is None:
         return None
     fanouts = list(sampler.num_neighbors.get_mapped_values())
     return lambda seed: op(
@@ -147,10 +154,8 @@ def run(args: argparse.Namespace) -> None:
 
 def _torch_sparse_hetero(sampler: OrchNeighborSampler) -> Callable | None:
     """torch-sparse's heterogeneous sampler on ``sampler``'s graph, if installed."""
-    try:
-        importlib.import_module("torch_sparse")
-        op = torch.ops.torch_sparse.hetero_neighbor_sample
-    except (ImportError, OSError, AttributeError, RuntimeError):
+    op = _compiled_op("torch_sparse", "torch_sparse", "hetero_neighbor_sample")
+    if op is None:
         return None
     fanouts = sampler.num_neighbors.get_mapped_values(sampler.edge_types)
     num_hops = sampler.num_neighbors.num_hops

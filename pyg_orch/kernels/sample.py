@@ -50,15 +50,6 @@ def num_picks(fanout: int, degree: int, replace: bool) -> int:
     return min(fanout, degree)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _hop_picks(
-    colptr: np.ndarray, node: int, fanout: int, replace: bool, skip: np.ndarray
-) -> int:
-    if skip.shape[0] > 0 and skip[node]:
-        return 0
-    return num_picks(fanout, colptr[node + 1] - colptr[node], replace)
-
-
 @njit(cache=True, nogil=True)
 def pick_neighbors(
     degree: int, count: int, replace: bool, state: np.ndarray, out: np.ndarray

@@ -72,6 +72,9 @@ _MAX_CSR_SLICES = 4
 # centroids: nearest-centroid accuracy on raw features stays well below 100%
 # while averaging over homophilous neighbours recovers most of the signal.
 _FEATURE_NOISE = 0.5
+# power_law_hetero_graph's: twice as much, so a paper's own features classify
+# it poorly and its neighbours (of every type) carry most of the signal.
+_HETERO_FEATURE_NOISE = 1.0
 
 
 def default_root() -> Path:
@@ -620,30 +623,70 @@ def _rank_weights(num_nodes: int, avg_degree: float, exponent: float) -> np.ndar
 
 
 class _EdgeSampler:
-    """Weighted endpoint sampler with per-class alias tables for homophily."""
+    """Weighted endpoint sampler with per-class alias tables for homophily.
 
-    def __init__(self, weights: np.ndarray, labels: np.ndarray, homophily: float):
+    ``table`` draws any node by weight; segment ``c`` of ``class_table`` draws
+    by weight within class ``c``, or among all nodes when no node has class
+    ``c`` (only drawn when the class is another node type's: see ``sample``).
+    """
+
+    def __init__(
+        self,
+        weights: np.ndarray,
+        labels: np.ndarray,
+        homophily: float,
+        num_classes: int | None = None,
+    ):
         num_nodes = len(weights)
-        num_classes = int(labels.max()) + 1
+        if num_classes is None:
+            num_classes = int(labels.max()) + 1
         self.homophily = float(homophily)
         whole = np.array([0, num_nodes], np.int64)
         self.table = alias_table(weights, np.arange(num_nodes), labels, whole)
         # Class-sorted copy: segment c of `class_table` draws within class c.
         class_ids = np.argsort(labels, kind="stable")
+        sizes = np.bincount(labels, minlength=num_classes)
+        if not sizes.all():
+            segments = np.split(class_ids, np.cumsum(sizes)[:-1])
+            sizes = np.where(sizes > 0, sizes, num_nodes)
+            class_ids = np.concatenate(
+                [ids if len(ids) else np.arange(num_nodes) for ids in segments]
+            )
         self.class_ptr = np.zeros(num_classes + 1, np.int64)
-        np.cumsum(np.bincount(labels, minlength=num_classes), out=self.class_ptr[1:])
+        np.cumsum(sizes, out=self.class_ptr[1:])
         self.class_table = alias_table(
             weights[class_ids], class_ids, class_ids, self.class_ptr
         )
 
-    def sample(self, key: np.uint64, start: int, count: int):
+    def sample(
+        self,
+        key: np.uint64,
+        start: int,
+        count: int,
+        target: _EdgeSampler | None = None,
+    ):
+        """Draws ``count`` pairs; pair ``i`` depends on ``key`` and ``start + i``.
+
+        The first end is drawn by weight. Without ``target``, the second is too,
+        within the first's class with probability ``homophily``. With
+        ``target`` (another node type's sampler, same number of classes), the
+        second is a node of ``target`` drawn within the first's class whatever
+        the homophily: mixing in class-blind pairs is up to the caller.
+        """
+        homophily, class_table, class_ptr = (
+            (self.homophily, self.class_table, self.class_ptr)
+            if target is None
+            else (1.0, target.class_table, target.class_ptr)
+        )
+        if len(class_ptr) != len(self.class_ptr):
+            raise ValueError("target must have as many classes as the source")
         src = np.empty(count, np.int32)
         dst = np.empty(count, np.int32)
 
         def work(lo: int, hi: int) -> None:
             sample_pairs(
-                key, start + lo, src[lo:hi], dst[lo:hi], self.homophily, self.table,
-                self.class_table, self.class_ptr,
+                key, start + lo, src[lo:hi], dst[lo:hi], homophily, self.table,
+                class_table, class_ptr,
             )  # fmt: skip
 
         _run_chunks(work, count, _EDGE_CHUNK)
@@ -714,14 +757,17 @@ def _sample_edges(
 
 
 def _node_features(
-    labels: np.ndarray, num_features: int, seed_seq: np.random.SeedSequence
+    labels: np.ndarray,
+    num_features: int,
+    seed_seq: np.random.SeedSequence,
+    noise: float = _FEATURE_NOISE,
 ) -> np.ndarray:
     num_classes = int(labels.max()) + 1
     centroid_seq, noise_seq = seed_seq.spawn(2)
     centroids = np.random.default_rng(centroid_seq).standard_normal(
         (num_classes, num_features), dtype=np.float32
     )
-    sigma = _FEATURE_NOISE * math.sqrt(num_features)
+    sigma = noise * math.sqrt(num_features)
     key = np.uint64(noise_seq.generate_state(1, np.uint64)[0])
     x = np.empty((len(labels), num_features), np.float32)
 
@@ -840,8 +886,72 @@ MAG_RELATIONS = {
 }
 
 
+def _mag_sizes(counts: dict, scale: float) -> dict:
+    return {key: max(round(count * scale), 1) for key, count in counts.items()}
+
+
+def _hetero_structure(scale: float, exponent: float, seed: int) -> HeteroData:
+    rng = np.random.default_rng(seed)
+    data = HeteroData()
+    weights = {}
+    for node_type, num_nodes in _mag_sizes(MAG_NODES, scale).items():
+        data[node_type].num_nodes = num_nodes
+        weights[node_type] = rng.permutation(_rank_weights(num_nodes, 10.0, exponent))
+        weights[node_type] /= weights[node_type].sum()
+    for (src, relation, dst), num_edges in _mag_sizes(MAG_RELATIONS, scale).items():
+        edge_index = torch.from_numpy(
+            np.stack(
+                [
+                    rng.choice(weights[src].size, num_edges, p=weights[src]),
+                    rng.choice(weights[dst].size, num_edges, p=weights[dst]),
+                ]
+            )  # fmt: skip
+        )
+        data[src, relation, dst].edge_index = edge_index
+        data[dst, f"rev_{relation}", src].edge_index = edge_index.flip(0)
+    return data
+
+
+def _typed_edges(
+    source: _EdgeSampler,
+    target: _EdgeSampler,
+    num_edges: int,
+    seed_seq: np.random.SeedSequence,
+) -> np.ndarray:
+    """``num_edges`` weighted pairs from ``source``'s nodes to ``target``'s.
+
+    Each pair lands within its source's class with probability
+    ``source.homophily`` and is class-blind otherwise. Sorted by (source,
+    target), so the order tells nothing of which was which; duplicates kept.
+    """
+    count_seq, *key_seqs = seed_seq.spawn(4)
+    within_key, src_key, dst_key = (
+        np.uint64(seq.generate_state(1, np.uint64)[0]) for seq in key_seqs
+    )
+    num_within = int(
+        np.random.default_rng(count_seq).binomial(num_edges, source.homophily)
+    )
+    num_blind = num_edges - num_within
+    # The kernel draws class-blind ends from the first end's own table, so the
+    # class-blind pairs join two independent first ends instead.
+    src_within, dst_within = source.sample(within_key, 0, num_within, target)
+    src_blind = source.sample(src_key, 0, num_blind)[0]
+    dst_blind = target.sample(dst_key, 0, num_blind)[0]
+    num_targets = target.table.shape[0]
+    keys = np.concatenate([src_within, src_blind]).astype(np.int64) * num_targets
+    keys += np.concatenate([dst_within, dst_blind])
+    keys.sort()
+    return np.stack(np.divmod(keys, num_targets))
+
+
 def power_law_hetero_graph(
-    scale: float = 1.0, exponent: float = 2.1, seed: int = 0
+    scale: float = 1.0,
+    exponent: float = 2.1,
+    seed: int = 0,
+    *,
+    num_features: int = 0,
+    num_classes: int = 16,
+    homophily: float = 0.5,
 ) -> HeteroData:
     """Generates an ogbn-mag-shaped heterogeneous graph with power-law degrees.
 
@@ -851,44 +961,97 @@ def power_law_hetero_graph(
     :class:`~torch_geometric.transforms.ToUndirected` would add them. Both
     ends of each edge are drawn Chung-Lu style: by power-law weights of the
     nodes of their type, hubs spread over the id range. Duplicate edges are
-    kept. Only the structure is generated (no features): it is what samplers
-    read.
+    kept.
+
+    With ``num_features=0`` (the default) only the structure is generated: it
+    is what samplers read. With ``num_features > 0`` the graph is learnable,
+    like :func:`power_law_graph`'s: every node of every type gets a uniform
+    random latent class, and with probability ``homophily`` an edge's
+    destination is drawn (still by weight) among the nodes of its type in its
+    source's class (among all of them when the type has none of that class),
+    otherwise among all nodes of its type. Every type gets features ``x``: its
+    own random class centroids plus Gaussian noise twice as strong as
+    :func:`power_law_graph`'s, so a paper's own features classify it poorly
+    and its neighbours of every type carry most of the signal a GNN can use.
+    Papers get their classes as labels ``y`` and random 60/20/20 split masks.
+    Edges come sorted by (source, destination), and differ from the
+    structure-only graph's of the same seed.
 
     Args:
         scale: fraction of ogbn-mag's size, in ``(0, 1]`` or above.
         exponent: power-law exponent of the degree distributions (> 1).
-        seed: seed; the output depends on nothing else.
+        seed: seed; the output depends on nothing else (not the core count).
+        num_features: feature dimension of every node type; 0 generates the
+            structure only (no classes, features, labels or masks).
+        num_classes: number of classes (ignored when ``num_features=0``).
+        homophily: probability that an edge is drawn within its source's class
+            (ignored when ``num_features=0``); ``1 / num_classes`` of the
+            other edges land in it by chance.
 
     Returns:
         A :class:`~torch_geometric.data.HeteroData` with ``num_nodes`` per type
-        and eight edge types.
+        and eight int64 ``edge_index`` edge types; with ``num_features > 0``
+        also float32 ``x`` ``[num_nodes, num_features]`` on every type, and
+        int64 ``y`` and boolean ``train_mask``/``val_mask``/``test_mask`` on
+        ``"paper"``.
+
+    Raises:
+        ValueError: For out-of-range arguments.
 
     Example:
         >>> data = power_law_hetero_graph(scale=0.001)
         >>> data["paper"].num_nodes, len(data.edge_types)
         (736, 8)
+        >>> data = power_law_hetero_graph(scale=0.001, num_features=32)
+        >>> paper = data["paper"]
+        >>> tuple(paper.x.shape), paper.y.dtype, int(paper.train_mask.sum())
+        ((736, 32), torch.int64, 441)
+        >>> tuple(data["author"].x.shape)
+        (1135, 32)
+        >>> src, dst = data["paper", "cites", "paper"].edge_index
+        >>> bool((paper.y[src] == paper.y[dst]).float().mean() > 0.4)
+        True
     """
     if not scale > 0:
         raise ValueError(f"scale must be > 0, got {scale}")
     if not exponent > 1:
         raise ValueError(f"exponent must be > 1, got {exponent}")
-    rng = np.random.default_rng(seed)
+    if num_features < 0:
+        raise ValueError(f"num_features must be >= 0, got {num_features}")
+    if num_features == 0:
+        return _hetero_structure(scale, exponent, seed)
+    if num_classes < 1:
+        raise ValueError(f"num_classes must be positive, got {num_classes}")
+    if not 0 <= homophily <= 1:
+        raise ValueError(f"homophily must be in [0, 1], got {homophily}")
+    node_seq, edge_seq = np.random.SeedSequence(seed).spawn(2)
     data = HeteroData()
-    weights = {}
-    for node_type, count in MAG_NODES.items():
-        num_nodes = max(round(count * scale), 1)
-        data[node_type].num_nodes = num_nodes
-        weights[node_type] = rng.permutation(_rank_weights(num_nodes, 10.0, exponent))
-        weights[node_type] /= weights[node_type].sum()
-    for (src, relation, dst), count in MAG_RELATIONS.items():
-        num_edges = max(round(count * scale), 1)
+    samplers = {}
+    node_sizes = _mag_sizes(MAG_NODES, scale)
+    for (node_type, num_nodes), seq in zip(
+        node_sizes.items(), node_seq.spawn(len(node_sizes)), strict=True
+    ):
+        weight_seq, label_seq, feature_seq = seq.spawn(3)
+        weights = _rank_weights(num_nodes, 10.0, exponent)
+        weights = weights[np.random.default_rng(weight_seq).permutation(num_nodes)]
+        labels = np.random.default_rng(label_seq).integers(0, num_classes, num_nodes)
+        samplers[node_type] = _EdgeSampler(weights, labels, homophily, num_classes)
+        store = data[node_type]
+        store.num_nodes = num_nodes
+        store.x = torch.from_numpy(
+            _node_features(labels, num_features, feature_seq, _HETERO_FEATURE_NOISE)
+        )
+        if node_type == "paper":
+            store.y = torch.from_numpy(labels)
+            store.train_mask, store.val_mask, store.test_mask = random_split_masks(
+                num_nodes, seed=seed
+            )
+    edge_sizes = _mag_sizes(MAG_RELATIONS, scale)
+    for ((src, relation, dst), num_edges), seq in zip(
+        edge_sizes.items(), edge_seq.spawn(len(edge_sizes)), strict=True
+    ):
         edge_index = torch.from_numpy(
-            np.stack(
-                [
-                    rng.choice(weights[src].size, num_edges, p=weights[src]),
-                    rng.choice(weights[dst].size, num_edges, p=weights[dst]),
-                ]
-            )  # fmt: skip
+            _typed_edges(samplers[src], samplers[dst], num_edges, seq)
         )
         data[src, relation, dst].edge_index = edge_index
         data[dst, f"rev_{relation}", src].edge_index = edge_index.flip(0)

@@ -30,9 +30,10 @@ from pyg_orch.hotness import (
     choose_hot_ratio,
     frontier_size,
     select_hot,
-    top_fraction,
+    top_by_type,
 )
 from pyg_orch.pipeline import HotRefresher, refresh_seed
+from pyg_orch.relation_cache import RelationCache
 from pyg_orch.sampling import OrchNeighborSampler
 
 # Versions of serve, unique in the process: a batch's hot_version names the
@@ -46,9 +47,11 @@ class HotVertices:
     Args:
         sampler: the loader's sampler; :meth:`use` sets its ``hot_mask``, so
             that it does not expand hot vertices in the last hop.
-        features: the loader's node features (``None`` without any).
+        features: the loader's node features (``None`` without any); on a
+            heterogeneous graph, a dict of them per node type.
         device: where the loader delivers batches (``None``: the CPU).
-        ratio: the ``hot_ratio`` argument (a fraction, or ``"auto"``).
+        ratio: the ``hot_ratio`` argument (a fraction, or ``"auto"``; on a
+            heterogeneous graph also a dict of fractions per node type).
         mode: the ``cache`` argument: a cache mode, or ``None`` (static
             unless the model needs embedding mode).
         super_batch: batches served by one re-sampled or embedded buffer.
@@ -83,7 +86,7 @@ class HotVertices:
     def __init__(
         self,
         sampler: Any,
-        features: Tensor | None,
+        features: Tensor | dict[str, Tensor] | None,
         device: torch.device | None = None,
         *,
         ratio: float | str,
@@ -99,7 +102,7 @@ class HotVertices:
         self.staleness = 2 * super_batch - 1 if staleness is None else staleness
         self.fanout = _default_fanout(num_neighbors, fanout)
         self.hot: HotSet | None = None
-        self.cache: HotCache | None = None
+        self.cache: HotCache | RelationCache | None = None
         self.tuning: HotRatioTuning | None = None
         self.version = 0
         self.device_bytes = 0
@@ -113,8 +116,13 @@ class HotVertices:
         input_nodes: Tensor,
         batch_size: int,
         presample_epochs: int,
+        input_type: str | None = None,
     ) -> None:
         """Chooses the hot set, or takes the given one, and builds its cache.
+
+        On a heterogeneous graph, node ids (of ``hot`` and of the hot set)
+        are numbered as the sampler's kernel numbers the nodes of all types
+        (see :func:`~pyg_orch.hotness.presample_counts`).
 
         Args:
             hot: the ``hot`` argument: a hot set to use, or ``None``.
@@ -122,6 +130,7 @@ class HotVertices:
             input_nodes: the training seeds (``presample`` samples them).
             batch_size: seeds per batch for ``presample``.
             presample_epochs: epochs sampled by ``presample``.
+            input_type: the seeds' node type on a heterogeneous graph.
 
         Raises:
             NotImplementedError: the sampler cannot leave hot vertices out.
@@ -139,9 +148,9 @@ class HotVertices:
             ([1, 3], 'given')
         """
         auto = self.ratio == "auto"
-        if auto or hot is not None or self.ratio > 0:
+        if auto or hot is not None or _positive(self.ratio):
             self._check_support()
-        if auto or (hot is None and self.ratio > 0):
+        if auto or (hot is None and _positive(self.ratio)):
             chosen = select_hot(
                 self.sampler,
                 input_nodes,
@@ -153,6 +162,8 @@ class HotVertices:
                 # from the global generator, so a hot ratio leaves the
                 # shuffles and initialisations of a seeded run unchanged.
                 seed=torch.initial_seed(),
+                input_type=input_type,
+                ranges=self._ranges(),
             )
             if auto:
                 # Scored now; the ratio is chosen when OrchModel wraps the model.
@@ -160,7 +171,7 @@ class HotVertices:
             else:
                 self.use(chosen)
         elif hot is not None:
-            self.use(as_hot_set(hot, self.sampler.colptr.numel() - 1))
+            self.use(as_hot_set(hot, self.sampler.layout.num_nodes))
         elif self.mode not in (None, "static"):
             raise ValueError(
                 f"cache={self.mode!r} needs hot vertices: set hot_ratio > 0 or hot"
@@ -190,11 +201,38 @@ class HotVertices:
                     f"bottom-layer input is the uniform aggregation of the "
                     f"whole neighbourhood. Drop the option or set hot_ratio=0."
                 )
-        if self.features is None:
+        if self.features is None or (
+            isinstance(self.features, dict) and not self.features
+        ):
             raise ValueError(
                 "hot vertices need node features data.x to aggregate; give the "
                 "graph an x or set hot_ratio=0"
             )
+        if sampler.is_hetero and self.mode not in (None, "static"):
+            raise NotImplementedError(
+                f"cache={self.mode!r} is not supported on heterogeneous graphs "
+                f"yet: their hot values are static, exact full-neighbourhood "
+                f"aggregates per relation. Leave cache unset (or 'static')"
+            )
+
+    def _ranges(self) -> dict[str, tuple[int, int]] | None:
+        # On a heterogeneous graph, the node types that can be hot (those
+        # with incoming relations, all of whose sources have features) and
+        # the range of their ids in the kernel's numbering.
+        sampler = self.sampler
+        if not sampler.is_hetero:
+            return None
+        layout = sampler.layout
+        offsets = layout.graph[6].tolist()
+        incoming: dict[str, list[str]] = {}
+        for src, _, dst in layout.edge_types:
+            incoming.setdefault(dst, []).append(src)
+        return {
+            node_type: (offsets[k], offsets[k + 1])
+            for k, node_type in enumerate(layout.node_types)
+            if node_type in incoming
+            and all(src in self.features for src in incoming[node_type])
+        }
 
     def use(self, hot: HotSet | None) -> None:
         """Builds the hot cache for ``hot`` (none for ``None``), tells the sampler.
@@ -215,6 +253,10 @@ class HotVertices:
             self.cache, self.sampler.hot_mask = None, None
             return
         sampler = self.sampler
+        if sampler.is_hetero:
+            self.cache = _relation_cache(sampler, self.features, hot.nodes)
+            sampler.hot_mask = self.cache.mask
+            return
         self.cache = HotCache(sampler.colptr, sampler.row, self.features, hot.nodes)
         self.cache.mode = self.mode or "static"
         self.cache.mode_chosen = self.mode is not None
@@ -243,8 +285,8 @@ class HotVertices:
             >>> reserved == 271 * 1433 * 4, hot.cache.device
             (True, device(type='cpu'))
         """
-        if self.mode not in (None, "static") or self.features is None:
-            return 0
+        if self.mode not in (None, "static") or not isinstance(self.features, Tensor):
+            return 0  # (heterogeneous hot values stay on the CPU)
         if self.ratio == "auto":
             rows = round(max(AUTO_RATIOS) * self.features.size(0))
         else:
@@ -257,8 +299,13 @@ class HotVertices:
             self.cache.device = self.device
         return size
 
-    def serve(self, kind: str, snapshot: Callable[[], Any] | None = None) -> int:
+    def serve(
+        self, kind: str | dict[Any, str], snapshot: Callable[[], Any] | None = None
+    ) -> int:
         """Sets the cache up for ``kind``; what ``loader.serve`` does.
+
+        On a heterogeneous graph ``kind`` is a dict: the aggregation of each
+        relation into a type with hot nodes.
 
         See :meth:`~pyg_orch.OrchNeighborLoader.serve`.
 
@@ -277,7 +324,7 @@ class HotVertices:
         self.version = next(_SERVINGS)
         return self.version
 
-    def _apply_serving(self, kind: str, snapshot: Callable[[], Any] | None) -> None:
+    def _apply_serving(self, kind: Any, snapshot: Callable[[], Any] | None) -> None:
         # Sets the cache up for `kind`; the version is serve's to give.
         cache = self.cache
         if cache is None:
@@ -285,7 +332,17 @@ class HotVertices:
                 "this loader has no hot vertices (hot_ratio=0 and no hot set): "
                 "there are no hot values to serve"
             )
-        if kind == "embedding":
+        if isinstance(cache, RelationCache):
+            if not isinstance(kind, dict):
+                raise NotImplementedError(
+                    f"a heterogeneous graph's hot nodes are served per relation: "
+                    f"kind must be a dict of aggregations by edge type, got "
+                    f"{kind!r} (a bottom layer that aggregates with weights, "
+                    f"such as GATConv, needs cache='embedding', which "
+                    f"heterogeneous graphs do not support yet: set hot_ratio=0)"
+                )
+            cache.serve(kind)
+        elif kind == "embedding":
             self._serve_embedding(cache, snapshot)
         else:
             self._serve_aggregation(cache, kind)
@@ -381,6 +438,10 @@ class HotVertices:
         """
         cache = self.cache
         if cache is None:
+            return
+        if isinstance(cache, RelationCache):
+            cache.annotate(batch)
+            batch.hot_kind, batch.hot_version = "relations", self.version
             return
         frontier = batch.n_id[: frontier_size(batch.num_sampled_nodes)]
         if cache.mode == "static" and cache.device is None:
@@ -552,7 +613,8 @@ class HotVertices:
         if ratio == 0:
             return None
         scores = self._scores.counts
-        return HotSet(top_fraction(scores, ratio), scores, self._scores.method)
+        nodes = top_by_type(scores, ratio, self._ranges())
+        return HotSet(nodes, scores, self._scores.method)
 
     def state(self) -> dict[str, Any]:
         """The hot part of a loader's checkpoint: ratio, hot set, cache values.
@@ -610,6 +672,28 @@ class HotVertices:
                 # cache, as the same serving (version): it checks batches
                 # against it.
                 self._apply_serving(*served)
+
+
+def _positive(ratio: float | str | dict[str, float]) -> bool:
+    # Whether hot_ratio asks for hot vertices (other than "auto").
+    if isinstance(ratio, dict):
+        return any(value > 0 for value in ratio.values())
+    return ratio != "auto" and ratio > 0
+
+
+def _relation_cache(
+    sampler: OrchNeighborSampler, features: dict[str, Tensor], hot_nodes: Tensor
+) -> RelationCache:
+    layout = sampler.layout
+    relations = {
+        edge_type: (
+            sampler.colptr_dict[sampler.to_rel_type[edge_type]],
+            sampler.row_dict[sampler.to_rel_type[edge_type]],
+        )
+        for edge_type in layout.edge_types
+    }
+    offsets = torch.from_numpy(layout.graph[6])
+    return RelationCache(layout.node_types, offsets, relations, features, hot_nodes)
 
 
 def _default_fanout(num_neighbors: Any, fanout: int | None) -> int:

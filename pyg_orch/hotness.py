@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -135,12 +136,16 @@ def presample_counts(
     epochs: int = 1,
     seed: int = 0,
     progress: bool = True,
+    input_type: str | None = None,
 ) -> Tensor:
     """Counts how often each vertex lands in a mini-batch's frontier.
 
     Runs ``sampler`` over shuffled batches of ``input_nodes`` for ``epochs``
     epochs, as training would, and counts frontier appearances (hops
-    ``0..L-1``). The global random state is left untouched.
+    ``0..L-1``). The global random state is left untouched. On a
+    heterogeneous graph the seeds are of ``input_type`` and the counts cover
+    the nodes of every type, numbered as the sampler's kernel numbers them
+    (each type's ids after those of the types before it).
 
     Args:
         sampler: the sampler training will use, with no hot vertices set.
@@ -149,6 +154,7 @@ def presample_counts(
         epochs: passes over ``input_nodes``.
         seed: seed of the shuffles and of the sampler's draws.
         progress: show a tqdm bar on large inputs.
+        input_type: the seeds' node type on a heterogeneous graph.
 
     Returns:
         ``int64[num_nodes]`` frontier counts.
@@ -160,8 +166,9 @@ def presample_counts(
         >>> presample_counts(sampler, torch.tensor([0]), batch_size=1).tolist()
         [1, 1, 1]
     """
-    num_nodes = sampler.colptr.numel() - 1
-    counts = torch.zeros(num_nodes, dtype=torch.long)
+    layout = sampler.layout
+    offsets = dict(zip(layout.node_types, layout.graph[6].tolist(), strict=False))
+    counts = torch.zeros(layout.num_nodes, dtype=torch.long)
     num_batches = epochs * -(-input_nodes.numel() // batch_size)
     bar = tqdm(
         total=num_batches,
@@ -177,13 +184,26 @@ def presample_counts(
                 batch_size
             ):
                 out = sampler.sample_from_nodes(
-                    NodeSamplerInput(input_id=None, node=seeds)
+                    NodeSamplerInput(input_id=None, node=seeds, input_type=input_type)
                 )
-                frontier = out.node[: frontier_size(out.num_sampled_nodes)]
-                counts += torch.bincount(frontier, minlength=num_nodes)
+                frontier = _frontier(out, offsets)
+                counts += torch.bincount(frontier, minlength=counts.numel())
                 bar.update()
     bar.close()
     return counts
+
+
+def _frontier(out: Any, offsets: dict[Any, int]) -> Tensor:
+    # The frontier's nodes in the kernel's numbering of all types.
+    if not isinstance(out.node, dict):
+        return out.node[: frontier_size(out.num_sampled_nodes)]
+    return torch.cat(
+        [
+            nodes[: frontier_size(out.num_sampled_nodes[node_type])]
+            + offsets[node_type]
+            for node_type, nodes in out.node.items()
+        ]
+    )
 
 
 def in_degree(colptr: Tensor) -> Tensor:
@@ -194,6 +214,29 @@ def in_degree(colptr: Tensor) -> Tensor:
         [2, 0, 1]
     """
     return colptr[1:] - colptr[:-1]
+
+
+def node_in_degree(sampler: OrchNeighborSampler) -> Tensor:
+    """In-degree of every node, over all relations on a heterogeneous graph.
+
+    Numbered as :func:`presample_counts` numbers nodes.
+
+    Example:
+        >>> from torch_geometric.data import Data
+        >>> data = Data(edge_index=torch.tensor([[1, 2], [0, 0]]), num_nodes=3)
+        >>> node_in_degree(OrchNeighborSampler(data, [1])).tolist()
+        [2, 0, 0]
+    """
+    if not sampler.is_hetero:
+        return in_degree(sampler.colptr)
+    layout = sampler.layout
+    offsets = dict(zip(layout.node_types, layout.graph[6].tolist(), strict=False))
+    degree = torch.zeros(layout.num_nodes, dtype=torch.long)
+    for edge_type in sampler.edge_types:
+        part = in_degree(sampler.colptr_dict[sampler.to_rel_type[edge_type]])
+        start = offsets[edge_type[2]]
+        degree[start : start + part.numel()] += part
+    return degree
 
 
 def out_degree(row: Tensor, num_nodes: int) -> Tensor:
@@ -225,28 +268,35 @@ def top_fraction(counts: Tensor, ratio: float) -> Tensor:
 def select_hot(
     sampler: OrchNeighborSampler,
     input_nodes: Tensor,
-    hot_ratio: float,
+    hot_ratio: float | dict[str, float],
     method: str = "presample",
     batch_size: int = 1,
     epochs: int = 1,
     seed: int = 0,
     progress: bool = True,
+    input_type: str | None = None,
+    ranges: dict[str, tuple[int, int]] | None = None,
 ) -> HotSet:
     """Chooses the top ``hot_ratio`` fraction of vertices as the hot set.
 
     Args:
         sampler: the training sampler (``presample`` runs it).
         input_nodes: global ids of the training seeds.
-        hot_ratio: fraction of all vertices to make hot, in ``[0, 1]``.
+        hot_ratio: fraction of all vertices to make hot, in ``[0, 1]``; on a
+            heterogeneous graph, of each node type's vertices, or a dict of
+            such fractions per node type (missing types: 0).
         method: ``"presample"`` (frontier counts over ``epochs`` sampled
             epochs, as NeutronOrch does) or ``"degree"`` (in-degree, cheaper).
         batch_size: seeds per batch for ``presample``.
         epochs: sampled epochs for ``presample``.
         seed: seed for ``presample``.
         progress: show a tqdm bar for ``presample`` on large inputs.
+        input_type: the seeds' node type on a heterogeneous graph.
+        ranges: on a heterogeneous graph, the node types that may be hot and
+            the ``[start, end)`` of their ids (see :func:`presample_counts`).
 
     Returns:
-        The :class:`HotSet`.
+        The :class:`HotSet`, in the numbering of :func:`presample_counts`.
 
     Example:
         >>> from torch_geometric.data import Data
@@ -256,15 +306,74 @@ def select_hot(
         >>> select_hot(sampler, torch.arange(3), 0.34, "degree").nodes.tolist()
         [0]
     """
-    check_hot_ratio(hot_ratio)
     check_hot_method(method)
     if method == "presample":
         counts = presample_counts(
-            sampler, input_nodes, batch_size, epochs, seed, progress
+            sampler, input_nodes, batch_size, epochs, seed, progress, input_type
         )
     else:
-        counts = in_degree(sampler.colptr)
-    return HotSet(top_fraction(counts, hot_ratio), counts, method)
+        counts = node_in_degree(sampler)
+    return HotSet(top_by_type(counts, hot_ratio, ranges), counts, method)
+
+
+def top_by_type(
+    counts: Tensor,
+    ratio: float | dict[str, float],
+    ranges: dict[str, tuple[int, int]] | None,
+) -> Tensor:
+    """:func:`top_fraction` of all nodes, or of each node type's range.
+
+    Args:
+        counts: one score per node.
+        ratio: a fraction, or fractions per node type (missing types: 0).
+        ranges: ``None`` on a homogeneous graph; else the ``[start, end)``
+            ids of each node type that may be hot.
+
+    Example:
+        >>> counts = torch.tensor([5, 1, 0, 2, 9, 4])
+        >>> top_by_type(counts, {"b": 0.34}, {"a": (0, 3), "b": (3, 6)}).tolist()
+        [4]
+    """
+    if ranges is None:
+        check_hot_ratio(ratio)
+        return top_fraction(counts, ratio)
+    ratios = check_type_ratios(ratio, list(ranges))
+    chosen = [
+        top_fraction(counts[start:end], ratios[node_type]) + start
+        for node_type, (start, end) in ranges.items()
+    ]
+    return torch.cat(chosen) if chosen else torch.zeros(0, dtype=torch.long)
+
+
+def check_type_ratios(
+    ratio: float | dict[str, float], node_types: list[str]
+) -> dict[str, float]:
+    """A hot ratio per node type: ``ratio`` for each, or as the dict gives it.
+
+    Raises:
+        ValueError: a ratio outside ``[0, 1]``, or a dict naming a node type
+            that cannot be hot.
+
+    Example:
+        >>> check_type_ratios({"paper": 0.2}, ["paper", "author"])
+        {'paper': 0.2, 'author': 0.0}
+        >>> check_type_ratios({"papers": 0.2}, ["paper"])
+        Traceback (most recent call last):
+        ...
+        ValueError: hot_ratio names node type 'papers', which cannot be hot: the node types with incoming relations whose sources all have features x are ['paper']
+    """  # noqa: E501 - a doctest's output is one line
+    if not isinstance(ratio, dict):
+        check_hot_ratio(ratio)
+        return dict.fromkeys(node_types, float(ratio))
+    for node_type, value in ratio.items():
+        if node_type not in node_types:
+            raise ValueError(
+                f"hot_ratio names node type {node_type!r}, which cannot be hot: "
+                f"the node types with incoming relations whose sources all have "
+                f"features x are {node_types}"
+            )
+        check_hot_ratio(value, name=f"hot_ratio[{node_type!r}]")
+    return {node_type: float(ratio.get(node_type, 0.0)) for node_type in node_types}
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import NeighborLoader
 
 from pyg_orch.cache import (
@@ -187,7 +187,7 @@ class OrchNeighborLoader(NeighborLoader):
         budget = device_budget(device_cache, self.device)
         self._hot_vertices = HotVertices(
             self.node_sampler,
-            self.features,
+            _hetero_features(data) if isinstance(data, HeteroData) else self.features,
             self.device,
             ratio=hot_ratio,
             mode=cache,
@@ -197,7 +197,12 @@ class OrchNeighborLoader(NeighborLoader):
             fanout=hot_fanout,
         )
         self._hot_vertices.choose(
-            hot, hot_method, self.input_data.node, self.batch_size, presample_epochs
+            hot,
+            hot_method,
+            self.input_data.node,
+            self.batch_size,
+            presample_epochs,
+            self.input_data.input_type,
         )
         budget -= self._hot_vertices.reserve_device(budget)
         self.feature_cache: FeatureCache | None = (
@@ -451,3 +456,12 @@ def _features(data: Any, read_by_kernels: bool) -> Tensor | None:
     # strided view (e.g. the column slice x[:, :k]) is copied once, here.
     x = feature_tensor(getattr(data, "x", None))
     return x.contiguous() if x is not None and read_by_kernels else x
+
+
+def _hetero_features(data: HeteroData) -> dict[str, Tensor]:
+    # The raw features of each node type that has them, read by hot kernels.
+    return {
+        node_type: feature_tensor(store.x).contiguous()
+        for node_type, store in zip(data.node_types, data.node_stores, strict=True)
+        if getattr(store, "x", None) is not None
+    }

@@ -11,13 +11,15 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
-from torch_geometric.nn import GCNConv, GINConv, GraphConv, SAGEConv
+from torch_geometric.nn import GCNConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 from torch_geometric.nn.norm import BatchNorm, DiffGroupNorm, InstanceNorm, LayerNorm
 from torch_geometric.sampler.utils import to_csc
 from tqdm.auto import tqdm
 
+from pyg_orch.convs import FUSED, cache_kind, cold_rows, csr_adjacency
+from pyg_orch.hetero_layers import HeteroLayers
 from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.validation import check_model_arguments
@@ -26,11 +28,6 @@ from pyg_orch.validation import check_model_arguments
 # would repeat for every batch.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
-# PyG aggregation names -> the hot cache's kinds.
-_KINDS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max"}
-# Aggregations torch.sparse.mm fuses (no message row per edge); others go
-# through PyG's edge-wise message passing.
-_FUSED = {"mean", "add", "sum"}
 # Norms that normalise each row on its own, whatever other rows are present.
 _ROW_NORMS = (
     torch.nn.Identity,
@@ -41,27 +38,6 @@ _ROW_NORMS = (
 # Norms with running statistics: row by row in eval mode, over the rows
 # present in training mode (and in eval mode without track_running_stats).
 _RUNNING_NORMS = (BatchNorm, torch.nn.BatchNorm1d, DiffGroupNorm, InstanceNorm)
-
-
-def cache_kind(conv: torch.nn.Module) -> str | None:
-    """The hot-cache aggregation that serves ``conv`` exactly, or ``None``.
-
-    A conv qualifies when its neighbour aggregation is parameter-free on the
-    raw input: then the cache holds that aggregation over the full
-    neighbourhood and the current weights are applied on the device.
-
-    Example:
-        >>> cache_kind(SAGEConv(8, 4)), cache_kind(GCNConv(8, 4))
-        ('mean', 'gcn')
-    """
-    if isinstance(conv, GCNConv):
-        plain = conv.normalize and conv.add_self_loops and not conv.improved
-        return "gcn" if plain else None
-    if isinstance(conv, SAGEConv) and conv.project:
-        return None
-    if isinstance(conv, SAGEConv | GraphConv | GINConv):
-        return _KINDS.get(conv.aggr) if isinstance(conv.aggr, str) else None
-    return None
 
 
 def check_hot_convs(model: BasicGNN) -> None:
@@ -92,23 +68,6 @@ def check_hot_convs(model: BasicGNN) -> None:
             )
 
 
-def _csr(
-    src: Tensor, dst: Tensor, weight: Tensor, num_dst: int, num_src: int
-) -> Tensor:
-    """A ``[num_dst, num_src]`` CSR adjacency, duplicates kept as entries.
-
-    ``weight`` holds the entries, in the dtype of the features they multiply.
-    """
-    if dst.numel() > 1 and bool((dst[1:] < dst[:-1]).any()):
-        order = torch.argsort(dst, stable=True)
-        src, dst, weight = src[order], dst[order], weight[order]
-    crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
-    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=crow[1:])
-    return torch.sparse_csr_tensor(
-        crow, src, weight, (num_dst, num_src), check_invariants=False
-    )
-
-
 def _without_hooks(module: torch.nn.Module) -> torch.nn.Module:
     """A deep copy of ``module`` without the hooks registered on it."""
     # Hooks are bound methods of their owners: copying them would copy those.
@@ -126,12 +85,6 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _cold_rows(num_rows: int, hot_index: Tensor) -> Tensor:
-    cold = torch.ones(num_rows, dtype=torch.bool, device=hot_index.device)
-    cold[hot_index] = False
-    return cold
-
-
 def _row_wise(norm: torch.nn.Module) -> bool:
     return isinstance(norm, _ROW_NORMS) or (
         isinstance(norm, LayerNorm) and norm.mode == "node"
@@ -146,7 +99,25 @@ def _running_statistics(norm: torch.nn.Module) -> bool:
     )
 
 
-def check_norms(model: BasicGNN) -> None:
+def _norms(model: torch.nn.Module) -> list[torch.nn.Module]:
+    # A BasicGNN's norms, or every norm layer of another (heterogeneous) model.
+    if isinstance(model, BasicGNN):
+        return list(model.norms)
+    torch_norms = (
+        torch.nn.modules.batchnorm._NormBase,
+        torch.nn.LayerNorm,
+        torch.nn.GroupNorm,
+        torch.nn.RMSNorm,
+    )
+    return [
+        module
+        for module in model.modules()
+        if isinstance(module, torch_norms)
+        or type(module).__module__.startswith("torch_geometric.nn.norm")
+    ]
+
+
+def check_norms(model: torch.nn.Module) -> None:
     """Refuses norms whose output depends on which rows a layer computes.
 
     ``OrchModel`` computes each layer only for the rows the next layer needs,
@@ -170,7 +141,7 @@ def check_norms(model: BasicGNN) -> None:
         NotImplementedError: OrchModel cannot wrap a model with the norm LayerNorm(16, affine=True, mode=graph): its statistics span the rows of a layer (also in eval mode), but OrchModel computes each layer only for the rows the next layer needs (and inference() in chunks of nodes), so its outputs would differ from the plain model's. Use a norm that normalises each node on its own: norm='batch_norm', norm='layer_norm' with norm_kwargs={'mode': 'node'}, or norm=None
     """  # noqa: E501 - a doctest's output is one line
     training_only = None
-    for norm in model.norms:
+    for norm in _norms(model):
         if _row_wise(norm):
             continue
         if not _running_statistics(norm):
@@ -285,12 +256,9 @@ class OrchModel(torch.nn.Module):
     def __init__(self, model: BasicGNN, loader: OrchNeighborLoader | None = None):
         check_model_arguments(model, loader)
         super().__init__()
-        if not isinstance(model, BasicGNN):
-            raise TypeError(
-                f"OrchModel wraps a torch_geometric.nn BasicGNN (GraphSAGE, GCN, "
-                f"GIN, ...), got {type(model).__name__}"
-            )
-        if model.jk_mode is not None:
+        # A heterogeneous model runs through hooks on its relation convs.
+        self._hetero = None if isinstance(model, BasicGNN) else HeteroLayers(model)
+        if self._hetero is None and model.jk_mode is not None:
             raise NotImplementedError(
                 f"OrchModel does not support jumping knowledge yet "
                 f"(jk={model.jk_mode!r}); build the model with jk=None"
@@ -302,7 +270,8 @@ class OrchModel(torch.nn.Module):
         if loader is not None and loader.features is not None:
             # The loader's features: also a NumPy x, or one device= holds.
             check_dtype(loader.features, self.dtype, hot=loader.hot_ratio != 0)
-        self.kinds = [cache_kind(conv) for conv in model.convs]
+        convs = model.convs if self._hetero is None else []
+        self.kinds = [cache_kind(conv) for conv in convs]
         # A hook-free copy of the bottom conv, the model of its snapshots,
         # when the loader runs in embedding mode.
         self._bottom_template: torch.nn.Module | None = None
@@ -311,7 +280,7 @@ class OrchModel(torch.nn.Module):
         self._hot_rows: tuple[Tensor, Tensor] | None = None
         self._graph_key: tuple[Any, ...] | None = None
         self._graph: tuple[Tensor, Tensor, Any] = ()
-        for conv in model.convs:
+        for conv in convs:
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
         if loader is not None and loader.hot_ratio == "auto":
@@ -320,6 +289,9 @@ class OrchModel(torch.nn.Module):
             self._serve_from(loader)
 
     def _serve_from(self, loader: OrchNeighborLoader) -> None:
+        if self._hetero is not None:
+            self._hot_version = loader.serve(_relation_kinds(self._hetero, loader))
+            return
         check_hot_convs(self.model)
         conv, cache = self.model.convs[0], loader.cache
         if self.kinds[0] is not None and cache.mode != "embedding":
@@ -399,6 +371,9 @@ class OrchModel(torch.nn.Module):
             ``[batch.batch_size, out_channels]``.
         """
         device = self.device
+        if self._hetero is not None:
+            self._check_hetero_version(batch)
+            return self._hetero.forward_batch(batch, device)
         nodes_per_hop, edges_per_hop = batch.num_sampled_nodes, batch.num_sampled_edges
         if nodes_per_hop is None or len(nodes_per_hop) != self.model.num_layers + 1:
             raise ValueError(
@@ -431,6 +406,16 @@ class OrchModel(torch.nn.Module):
                 x = self._layer(layer, x, num_dst, edges, gcn_weight, hot)
             x = self._between_layers(layer, x)
         return x[: batch.batch_size]
+
+    def _check_hetero_version(self, batch: Any) -> None:
+        # Hot values are made for one model's relations: refuse others'.
+        version = getattr(batch, "hot_version", None)
+        if version is not None and version != self._hot_version:
+            raise ValueError(
+                "this batch's hot values were made for another model (a loader "
+                "serves the model wrapped with it last): wrap this model with "
+                "OrchModel(model, loader) before drawing its batches"
+            )
 
     def _check_hot_values(self, batch: Data) -> bool:
         # Hot values are made for one model: refuse those made for another
@@ -491,11 +476,11 @@ class OrchModel(torch.nn.Module):
         src, dst = edges
         if hot is not None:
             # Hot rows come from the cache: their sampled edges are not needed.
-            cold = _cold_rows(num_dst, hot[0])
+            cold = cold_rows(num_dst, hot[0])
             src, dst = src[cold[dst]], dst[cold[dst]]
-        if isinstance(conv.aggr, str) and conv.aggr in _FUSED:
+        if isinstance(conv.aggr, str) and conv.aggr in FUSED:
             ones = x.new_ones(src.numel())
-            adjacency, size = _csr(src, dst, ones, num_dst, x.size(0)), None
+            adjacency, size = csr_adjacency(src, dst, ones, num_dst, x.size(0)), None
         else:
             adjacency, size = torch.stack([src, dst]), (x.size(0), num_dst)
         self._hot_rows = hot if hot is not None and hot[1] is not None else None
@@ -508,8 +493,10 @@ class OrchModel(torch.nn.Module):
         (src, dst), weight = gcn_weight
         keep = dst < num_dst
         if hot is not None:
-            keep &= _cold_rows(num_dst, hot[0])[dst.clamp(max=num_dst - 1)]
-        adjacency = _csr(src[keep], dst[keep], weight[keep], num_dst, x.size(0))
+            keep &= cold_rows(num_dst, hot[0])[dst.clamp(max=num_dst - 1)]
+        adjacency = csr_adjacency(
+            src[keep], dst[keep], weight[keep], num_dst, x.size(0)
+        )
         out = torch.sparse.mm(adjacency, conv.lin(x))
         if hot is not None and hot[1] is not None:
             out = out.index_copy(0, hot[0], conv.lin(hot[1]))
@@ -561,6 +548,8 @@ class OrchModel(torch.nn.Module):
         training = self.training
         self.eval()
         try:
+            if self._hetero is not None:
+                return self._hetero.inference(data, self.device)
             if None in self.kinds:
                 loader = OrchNeighborLoader(data, [-1], batch_size=batch_size)
                 return self.model.inference(loader, self.device, progress_bar=progress)
@@ -609,3 +598,24 @@ class OrchModel(torch.nn.Module):
             layer, x, x.size(0), (no_edges, no_edges), empty_gcn, (everything, agg)
         )
         return self._between_layers(layer, out)
+
+
+def _relation_kinds(layers: HeteroLayers, loader: Any) -> dict[Any, str]:
+    # The cache kind of each hot relation's bottom conv; refuses a relation
+    # that no kind serves exactly (heterogeneous graphs have no embedding mode).
+    kinds = layers.kinds()
+    relations = [r for r in loader.cache.relations if r in kinds]
+    unserved = {
+        r: type(layers.bottom[r]).__name__
+        for r in relations
+        if kinds[r] in (None, "gcn")
+    }
+    if unserved:
+        raise NotImplementedError(
+            f"hot nodes of a heterogeneous graph are served exactly for bottom "
+            f"convs that aggregate raw features without weights (SAGEConv, "
+            f"GraphConv, GINConv); these relations' are not: {unserved}. Use "
+            f"hot_ratio=0, or hot_ratio={{node_type: 0.0}} for their "
+            f"destination types"
+        )
+    return {r: kinds[r] for r in relations}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
+from torch import Tensor
 from torch_geometric.data import Data
 
 # Per-batch statistics kept by LoaderStats: the totals cover every batch, this
@@ -55,20 +57,40 @@ def batch_stats(
         >>> stats.nodes_per_hop, stats.num_hot, stats.bytes_gathered
         ([1, 2], 1, 24)
     """
+    # A heterogeneous batch counts the nodes and edges of all types.
+    node_stores = getattr(batch, "node_stores", [batch])
+    edge_stores = getattr(batch, "edge_stores", [batch])
     # Bidirectional subgraphs have no per-hop counts: one "hop" then.
-    nodes_per_hop = getattr(batch, "num_sampled_nodes", None) or [batch.num_nodes]
-    edges_per_hop = getattr(batch, "num_sampled_edges", None) or [batch.num_edges]
-    tensors = [batch.get(key) for key in ("x", "x_cold", "hot_agg")]
+    nodes_per_hop = _per_hop(node_stores, "num_sampled_nodes") or [batch.num_nodes]
+    edges_per_hop = _per_hop(edge_stores, "num_sampled_edges") or [batch.num_edges]
+    # A homogeneous batch is its own node and edge store: each counted once.
+    stores = {id(store): store for store in [*node_stores, *edge_stores]}
+    tensors = [
+        store.get(key)
+        for store in stores.values()
+        for key in ("x", "x_cold", "hot_agg")
+    ]
+    hot_index = [store.get("hot_index") for store in node_stores]
     return BatchStats(
-        nodes_per_hop=list(nodes_per_hop),
-        edges_per_hop=list(edges_per_hop),
-        num_hot=int(batch.hot_index.numel()) if "hot_index" in batch else 0,
+        nodes_per_hop=nodes_per_hop,
+        edges_per_hop=edges_per_hop,
+        num_hot=sum(int(index.numel()) for index in hot_index if index is not None),
         bytes_gathered=sum(
-            t.numel() * t.element_size() for t in tensors if t is not None
+            t.numel() * t.element_size() for t in tensors if isinstance(t, Tensor)
         ),
         sample_seconds=sample_seconds,
         gather_seconds=gather_seconds,
     )
+
+
+def _per_hop(stores: list[Any], key: str) -> list[int] | None:
+    # Per-hop counts summed over the stores (of all types), if they have any.
+    counts = [store.get(key) for store in stores]
+    counts = [list(c) for c in counts if c is not None]
+    if not counts:
+        return None
+    hops = max(len(c) for c in counts)
+    return [sum(c[hop] for c in counts if hop < len(c)) for hop in range(hops)]
 
 
 class LoaderStats:

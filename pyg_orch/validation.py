@@ -234,42 +234,46 @@ def check_hot_type(hot: Any) -> None:
     )
 
 
-def check_heterogeneous(data: Any, wants_hot: bool) -> bool:
-    """Whether ``data`` is heterogeneous; raises where that cannot work.
+def check_heterogeneous(data: Any, hot_ratio: Any) -> bool:
+    """Whether ``data`` is heterogeneous; checks ``hot_ratio`` for it.
 
-    A :class:`~torch_geometric.data.HeteroData` graph is sampled by the
-    Numba sampler, but hot vertices are homogeneous only.
+    A dict ``hot_ratio`` (fractions per node type) fits heterogeneous graphs
+    only; its node types are checked against the graph by the loader.
 
     Args:
         data: the graph.
-        wants_hot: whether hot vertices were asked for (``hot_ratio`` other
-            than 0, or ``hot``).
+        hot_ratio: the loader's ``hot_ratio``.
 
     Returns:
         ``True`` for a heterogeneous graph.
 
     Raises:
-        NotImplementedError: a heterogeneous graph with hot vertices.
+        ValueError: a dict ``hot_ratio`` on a homogeneous graph, or one whose
+            values are not fractions.
 
     Example:
-        >>> check_heterogeneous(Data(num_nodes=3), wants_hot=True)
+        >>> check_heterogeneous(Data(num_nodes=3), hot_ratio=0.2)
         False
-        >>> check_heterogeneous(HeteroData(), wants_hot=False)
+        >>> check_heterogeneous(HeteroData(), hot_ratio={"paper": 0.2})
         True
-        >>> check_heterogeneous(HeteroData(), wants_hot=True)
+        >>> check_heterogeneous(Data(num_nodes=3), hot_ratio={"paper": 0.2})
         Traceback (most recent call last):
         ...
-        NotImplementedError: data is a HeteroData graph: hot vertices (hot_ratio, hot) do not support heterogeneous graphs yet. Set hot_ratio=0 or convert the graph with data.to_homogeneous()
+        ValueError: hot_ratio is a dict of fractions per node type, which fits a HeteroData graph; data is a homogeneous Data graph: give one fraction (e.g. hot_ratio=0.2)
     """  # noqa: E501 - a doctest's output is one line
-    if not isinstance(data, HeteroData):
-        return False
-    if wants_hot:
-        raise NotImplementedError(
-            "data is a HeteroData graph: hot vertices (hot_ratio, hot) do not "
-            "support heterogeneous graphs yet. Set hot_ratio=0 or convert the "
-            "graph with data.to_homogeneous()"
-        )
-    return True
+    hetero = isinstance(data, HeteroData)
+    if isinstance(hot_ratio, dict):
+        if not hetero:
+            raise ValueError(
+                "hot_ratio is a dict of fractions per node type, which fits a "
+                "HeteroData graph; data is a homogeneous Data graph: give one "
+                "fraction (e.g. hot_ratio=0.2)"
+            )
+        for node_type, value in hot_ratio.items():
+            check_hot_ratio(value, name=f"hot_ratio[{node_type!r}]")
+    else:
+        check_hot_ratio(hot_ratio, allow_auto=True)
+    return hetero
 
 
 def check_graph(data: Data) -> int:
@@ -705,7 +709,7 @@ def check_loader_arguments(
         ...
         ValueError: input_nodes holds node id 3, outside [0, 3) (the graph has 3 nodes); was it made for another graph?
     """  # noqa: E501 - a doctest's output is one line
-    check_hot_ratio(hot_ratio, allow_auto=True)
+    hetero = check_heterogeneous(data, hot_ratio)
     check_hot_method(hot_method)
     check_hot_type(hot)
     if not _is_int(presample_epochs) or presample_epochs < 1:
@@ -730,9 +734,9 @@ def check_loader_arguments(
     check_num_workers(kwargs.get("num_workers", 0), prefetch, device, cache)
     if not isinstance(check_finite, bool):
         raise ValueError(f"check_finite must be True or False, got {check_finite!r}")
-    wants_hot = hot is not None or hot_ratio != 0
-    if check_heterogeneous(data, wants_hot) or not isinstance(data, Data):
+    if hetero or not isinstance(data, Data):
         return  # PyG checks heterogeneous and remote graphs
+    wants_hot = hot is not None or hot_ratio != 0
     check_num_neighbors(num_neighbors)
     num_nodes = check_graph(data)
     check_input_nodes(kwargs.get("input_nodes"), num_nodes)

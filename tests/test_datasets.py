@@ -10,7 +10,7 @@ import pytest
 import torch
 from ogb_layouts import OGB_NODES, tiny_arxiv
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 
 from pyg_orch import datasets
 from pyg_orch.datasets import (
@@ -21,6 +21,7 @@ from pyg_orch.datasets import (
     load_ogb,
     load_planetoid,
     power_law_graph,
+    power_law_hetero_graph,
     random_split_masks,
 )
 
@@ -506,6 +507,274 @@ def test_power_law_unreachable_target_terminates():
 def test_power_law_invalid(kwargs):
     with pytest.raises(ValueError):
         power_law_graph(**kwargs)
+
+
+# --------------------------------------------------------------------------
+# power_law_hetero_graph
+# --------------------------------------------------------------------------
+
+HETERO_SCALE = 0.01
+
+
+@pytest.fixture(scope="module")
+def hetero() -> HeteroData:
+    return power_law_hetero_graph(HETERO_SCALE, num_features=16, seed=0)
+
+
+def _structure_reference(scale: float, exponent: float, seed: int) -> HeteroData:
+    # The structure-only generator as it was before labels were added.
+    rng = np.random.default_rng(seed)
+    data = HeteroData()
+    weights = {}
+    for node_type, count in datasets.MAG_NODES.items():
+        num_nodes = max(round(count * scale), 1)
+        data[node_type].num_nodes = num_nodes
+        weights[node_type] = rng.permutation(
+            datasets._rank_weights(num_nodes, 10.0, exponent)
+        )
+        weights[node_type] /= weights[node_type].sum()
+    for (src, relation, dst), count in datasets.MAG_RELATIONS.items():
+        num_edges = max(round(count * scale), 1)
+        edge_index = torch.from_numpy(
+            np.stack(
+                [
+                    rng.choice(weights[src].size, num_edges, p=weights[src]),
+                    rng.choice(weights[dst].size, num_edges, p=weights[dst]),
+                ]
+            )
+        )
+        data[src, relation, dst].edge_index = edge_index
+        data[dst, f"rev_{relation}", src].edge_index = edge_index.flip(0)
+    return data
+
+
+def _assert_same_hetero(first: HeteroData, second: HeteroData) -> None:
+    assert first.node_types == second.node_types
+    assert first.edge_types == second.edge_types
+    for node_type in first.node_types:
+        assert set(first[node_type].keys()) == set(second[node_type].keys())
+        for key, value in first[node_type].items():
+            if isinstance(value, Tensor):
+                assert torch.equal(value, second[node_type][key]), (node_type, key)
+            else:
+                assert value == second[node_type][key], (node_type, key)
+    for edge_type in first.edge_types:
+        assert torch.equal(first[edge_type].edge_index, second[edge_type].edge_index), (
+            edge_type
+        )
+
+
+def test_power_law_hetero_shapes(hetero):
+    data = hetero
+    assert len(data.edge_types) == 8
+    for node_type, count in datasets.MAG_NODES.items():
+        store = data[node_type]
+        num_nodes = round(count * HETERO_SCALE)
+        assert store.num_nodes == num_nodes
+        assert store.x.dtype == torch.float32
+        assert store.x.shape == (num_nodes, 16)
+        assert bool(torch.isfinite(store.x).all())
+    paper = data["paper"]
+    assert paper.y.dtype == torch.int64 and paper.y.shape == (paper.num_nodes,)
+    assert 0 <= int(paper.y.min()) and int(paper.y.max()) < 16
+    assert len(paper.y.unique()) == 16
+    masks = torch.stack([paper.train_mask, paper.val_mask, paper.test_mask])
+    assert masks.dtype == torch.bool
+    assert torch.equal(masks.sum(0), torch.ones(paper.num_nodes, dtype=torch.long))
+    assert int(paper.train_mask.sum()) == int(0.6 * paper.num_nodes)
+    for node_type in ("author", "institution", "field_of_study"):
+        assert "y" not in data[node_type] and "train_mask" not in data[node_type]
+    for (src, relation, dst), count in datasets.MAG_RELATIONS.items():
+        edge_index = data[src, relation, dst].edge_index
+        assert edge_index.dtype == torch.int64
+        assert edge_index.shape == (2, round(count * HETERO_SCALE))
+        assert 0 <= int(edge_index.min())
+        assert int(edge_index[0].max()) < data[src].num_nodes
+        assert int(edge_index[1].max()) < data[dst].num_nodes
+        keys = edge_index[0] * data[dst].num_nodes + edge_index[1]
+        assert bool((keys[1:] >= keys[:-1]).all())  # sorted by (src, dst)
+        reverse = data[dst, f"rev_{relation}", src].edge_index
+        assert torch.equal(reverse, edge_index.flip(0))
+
+
+def test_power_law_hetero_degree_skew(hetero):
+    src, dst = hetero["author", "writes", "paper"].edge_index
+    for index, node_type in ((src, "author"), (dst, "paper")):
+        degree = torch.bincount(index, minlength=hetero[node_type].num_nodes)
+        assert degree.max() > 10 * degree.float().mean()
+
+
+def test_power_law_hetero_seeded():
+    first = power_law_hetero_graph(0.002, seed=5, num_features=8, num_classes=4)
+    again = power_law_hetero_graph(0.002, seed=5, num_features=8, num_classes=4)
+    other = power_law_hetero_graph(0.002, seed=6, num_features=8, num_classes=4)
+    _assert_same_hetero(first, again)
+    assert not torch.equal(first["paper"].x, other["paper"].x)
+    assert not torch.equal(first["paper"].y, other["paper"].y)
+    cites = ("paper", "cites", "paper")
+    assert not torch.equal(first[cites].edge_index, other[cites].edge_index)
+
+
+def test_power_law_hetero_independent_of_chunking(monkeypatch):
+    expected = power_law_hetero_graph(0.002, seed=2, num_features=7)
+    monkeypatch.setattr(datasets, "_EDGE_CHUNK", 997)
+    monkeypatch.setattr(datasets, "_ROW_CHUNK", 101)
+    chunked = power_law_hetero_graph(0.002, seed=2, num_features=7)
+    monkeypatch.setattr(datasets, "_num_threads", lambda: 1)
+    serial = power_law_hetero_graph(0.002, seed=2, num_features=7)
+    _assert_same_hetero(expected, chunked)
+    _assert_same_hetero(expected, serial)
+
+
+@pytest.mark.parametrize("scale,seed", [(0.001, 0), (0.003, 7)])
+def test_power_law_hetero_structure_only_unchanged(scale, seed):
+    data = power_law_hetero_graph(scale, seed=seed)
+    _assert_same_hetero(data, _structure_reference(scale, 2.1, seed))
+    _assert_same_hetero(data, power_law_hetero_graph(scale, seed=seed, num_features=0))
+    for node_type in data.node_types:
+        assert set(data[node_type].keys()) == {"num_nodes"}
+
+
+def _same_class_fraction(y: Tensor, src: Tensor, dst: Tensor) -> float:
+    return float((y[src] == y[dst]).float().mean())
+
+
+def test_power_law_hetero_homophily(hetero):
+    y = hetero["paper"].y
+    src, dst = hetero["paper", "cites", "paper"].edge_index
+    same = _same_class_fraction(y, src, dst)
+    shuffled = y[torch.randperm(y.numel(), generator=torch.Generator().manual_seed(0))]
+    baseline = _same_class_fraction(shuffled, src, dst)
+    # homophily 0.5 plus 1/16 of the class-blind half.
+    assert baseline < 0.12
+    assert 0.45 < same < 0.62
+    blind = power_law_hetero_graph(HETERO_SCALE, num_features=4, homophily=0.0)
+    y = blind["paper"].y
+    src, dst = blind["paper", "cites", "paper"].edge_index
+    assert _same_class_fraction(y, src, dst) < 0.12
+
+
+def test_power_law_hetero_full_homophily():
+    # With homophily 1 every edge stays in its source's class: all papers of
+    # an author (of a field of study) share one class, and citations too.
+    data = power_law_hetero_graph(HETERO_SCALE, num_features=4, homophily=1.0)
+    y = data["paper"].y
+    src, dst = data["paper", "cites", "paper"].edge_index
+    assert bool((y[src] == y[dst]).all())
+    for edge_type in (
+        ("author", "writes", "paper"),
+        ("field_of_study", "rev_has_topic", "paper"),
+    ):
+        owner, paper = data[edge_type].edge_index
+        pairs = torch.stack([owner, y[paper]]).unique(dim=1)
+        assert pairs.size(1) == owner.unique().numel(), edge_type
+
+
+def test_power_law_hetero_tiny_types_with_empty_classes():
+    # 1 institution and 6 fields of study, 16 classes: most classes have no
+    # node of those types, and their edges fall back to any node of the type.
+    data = power_law_hetero_graph(0.0001, num_features=3, homophily=1.0)
+    assert data["institution"].num_nodes == 1
+    for (src, relation, dst), count in datasets.MAG_RELATIONS.items():
+        edge_index = data[src, relation, dst].edge_index
+        assert edge_index.size(1) == round(count * 0.0001)
+        assert int(edge_index[0].max()) < data[src].num_nodes
+        assert int(edge_index[1].max()) < data[dst].num_nodes
+
+
+def _label_votes(data: HeteroData, edge_types) -> Tensor:
+    # Per paper: how many train papers of each class it reaches via edge_types.
+    from torch_geometric.utils import scatter
+
+    paper = data["paper"]
+    onehot = torch.nn.functional.one_hot(paper.y, 16).float()
+    onehot *= paper.train_mask.unsqueeze(1)
+    votes = torch.zeros(paper.num_nodes, 16)
+    for to_mid, to_paper in edge_types:
+        # paper -> (mid type) -> paper: sum train labels over the mid nodes.
+        mid_src, mid_dst = data[to_mid].edge_index
+        size = data[to_mid[2]].num_nodes
+        mid = scatter(onehot[mid_src], mid_dst, 0, dim_size=size, reduce="sum")
+        if to_paper is None:
+            votes += mid
+            continue
+        src, dst = data[to_paper].edge_index
+        votes += scatter(mid[src], dst, 0, dim_size=paper.num_nodes, reduce="sum")
+    return votes
+
+
+def test_power_law_hetero_labels_learnable(hetero):
+    from torch_geometric.utils import scatter
+
+    data = hetero
+    paper = data["paper"]
+    chance = 1 / 16
+    test = paper.test_mask
+    # A paper's own features are weak on their own...
+    own = _nearest_centroid_accuracy(paper.x, paper)
+    assert 1.5 * chance < own < 0.4
+    # ...while the neighbourhood, of every type, carries the labels.
+    paths = {
+        "cites": [
+            (("paper", "cites", "paper"), None),
+            (("paper", "rev_cites", "paper"), None),
+        ],
+        "writes": [(("paper", "rev_writes", "author"), ("author", "writes", "paper"))],
+        "has_topic": [
+            (
+                ("paper", "has_topic", "field_of_study"),
+                ("field_of_study", "rev_has_topic", "paper"),
+            )
+        ],
+    }
+    accuracies = {}
+    for name, edge_types in paths.items():
+        votes = _label_votes(data, edge_types)
+        hit = votes[test].argmax(1) == paper.y[test]
+        accuracies[name] = float(hit.float().mean())
+        assert accuracies[name] > 4 * chance, (name, accuracies[name])
+    votes = sum(_label_votes(data, edge_types) for edge_types in paths.values())
+    propagated = float((votes[test].argmax(1) == paper.y[test]).float().mean())
+    assert propagated > own + 0.3, (propagated, own, accuracies)
+    # Features of neighbours help too: a mean over citing/cited papers' and
+    # authors' features added to the paper's own.
+    x = paper.x.clone()
+    for src_type, relation in (
+        ("paper", "cites"),
+        ("paper", "rev_cites"),
+        ("author", "writes"),
+    ):
+        src, dst = data[src_type, relation, "paper"].edge_index
+        x = torch.cat(
+            [
+                x,
+                scatter(
+                    data[src_type].x[src],
+                    dst,
+                    0,
+                    dim_size=paper.num_nodes,
+                    reduce="mean",
+                ),
+            ],
+            1,
+        )
+    assert _nearest_centroid_accuracy(x, paper) > own + 0.15
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"scale": 0},
+        {"scale": 0.001, "exponent": 1.0},
+        {"scale": 0.001, "num_features": -1},
+        {"scale": 0.001, "num_features": 4, "num_classes": 0},
+        {"scale": 0.001, "num_features": 4, "homophily": 1.5},
+        {"scale": 0.001, "num_features": 4, "homophily": -0.1},
+    ],
+)
+def test_power_law_hetero_invalid(kwargs):
+    with pytest.raises(ValueError):
+        power_law_hetero_graph(**kwargs)
 
 
 # --------------------------------------------------------------------------

@@ -259,10 +259,21 @@ BAD_INPUTS = [
     case("hot uint8", lambda: loader(hot=torch.ones(NUM_NODES, dtype=torch.uint8)),
          TypeError, "hot", r"torch.uint8 tensor.*pass hot.bool\(\) .*hot.long\(\)"),
     # Heterogeneous graphs.
-    case("HeteroData with hot vertices",
-         lambda: OrchNeighborLoader(hetero(), [2], input_nodes="a", hot_ratio=0.2),
-         NotImplementedError, "HeteroData",
-         r"hot vertices .*do not support heterogeneous graphs yet.*to_homogeneous"),
+    case("hot_ratio dict naming an unknown node type",
+         lambda: OrchNeighborLoader(hetero(), [2], input_nodes="a",
+                                    hot_ratio={"b": 0.2}),
+         ValueError, "hot_ratio", r"names node type 'b', which cannot be hot.*\['a'\]"),
+    case("hot_ratio dict with a bad fraction",
+         lambda: OrchNeighborLoader(hetero(), [2], input_nodes="a",
+                                    hot_ratio={"a": 1.5}),
+         ValueError, "hot_ratio['a']", r"fraction of the vertices in \[0, 1\]"),
+    case("hot_ratio dict on a homogeneous graph",
+         lambda: loader(hot_ratio={"a": 0.2}), ValueError, "hot_ratio",
+         r"dict of fractions per node type, which fits a HeteroData graph"),
+    case("HeteroData with re-sampled hot values",
+         lambda: OrchNeighborLoader(hetero(), [2], input_nodes="a", hot_ratio=0.2,
+                                    cache="resample"),
+         NotImplementedError, "cache", r"not supported on heterogeneous graphs yet"),
     # Sampling options a hot vertex's cached whole neighbourhood cannot follow.
     case("hot with temporal sampling",
          lambda: loader(graph(time=torch.arange(NUM_NODES)), time_attr="time",
@@ -285,8 +296,8 @@ BAD_INPUTS = [
          lambda: OrchModel(SAGE, loader(hot_ratio="auto")), ValueError,
          "num_neighbors", r"the model has 3 layers"),
     case("model not a BasicGNN", lambda: OrchModel(torch.nn.Linear(8, 4), loader()),
-         TypeError, "BasicGNN", r"OrchModel wraps a torch_geometric.nn BasicGNN "
-         r".*got Linear"),
+         TypeError, "BasicGNN", r"OrchModel wraps a torch_geometric.nn BasicGNN, a "
+         r"to_hetero model or a model of HeteroConv layers; Linear has no conv"),
     case("model with jumping knowledge",
          lambda: OrchModel(GraphSAGE(8, 16, num_layers=2, jk="cat")),
          NotImplementedError, "jk", r"jumping knowledge .*build the model with "
@@ -432,9 +443,9 @@ def test_fan_outs_wrapped_in_num_neighbors_pass():
     assert len(next(iter(batches)).num_sampled_nodes) == 3
 
 
-def test_heterodata_without_hot_vertices_passes_the_checks():
-    # The Numba sampler samples HeteroData; only hot vertices are refused.
+def test_heterodata_passes_the_checks_with_or_without_hot_vertices():
+    # The Numba sampler samples HeteroData, with hot nodes of any type.
     check = pyg_orch.validation.check_loader_arguments
     check(hetero(), [2], input_nodes="a", batch_size=2)
-    with pytest.raises(NotImplementedError, match="hot vertices"):
-        check(hetero(), [2], input_nodes="a", hot_ratio=0.1)
+    check(hetero(), [2], input_nodes="a", hot_ratio=0.1)
+    check(hetero(), [2], input_nodes="a", hot_ratio={"a": 0.1})

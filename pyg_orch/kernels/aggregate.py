@@ -313,9 +313,11 @@ def aggregate(
 
     Args:
         colptr: CSC column pointers, int32 or int64 ``[N + 1]``.
-        row: CSC sources, int32 or int64 ``[E]``, each in ``[0, N)`` (not
+        row: CSC sources, int32 or int64 ``[E]``, each a row of ``x`` (not
             checked: that would cost a pass over all edges).
-        x: float32 or float64 ``[N, F]`` node features, C-contiguous.
+        x: float32 or float64 ``[S, F]`` source features, C-contiguous
+            (``S`` may differ from ``N``, as on a relation between two node
+            types, except for ``"gcn"``).
         nodes: int64 or int32 ``[M]`` nodes to aggregate for, any order,
             repeats allowed.
         kind: one of :data:`~pyg_orch.kernels.aggregate.AGGREGATIONS`:
@@ -345,7 +347,9 @@ def aggregate(
         raise ValueError(f"kind must be one of {sorted(AGGREGATIONS)}, got {kind!r}")
     colptr, row = _check_csc(colptr, row)
     num_nodes = colptr.shape[0] - 1
-    _check_rows(x, num_nodes)
+    # A relation of a heterogeneous graph has other sources than targets;
+    # GCN's symmetric normalisation needs one node set.
+    _check_rows(x, num_nodes if kind == "gcn" else _num_rows(x))
     _check_float(x.dtype, "x")
     nodes = _check_index(nodes, num_nodes, "nodes")
     _check_out(out, (nodes.shape[0], x.shape[1]), x.dtype)
@@ -390,7 +394,7 @@ def gather_rows(x: np.ndarray, index: np.ndarray, out: np.ndarray) -> np.ndarray
         array([[4., 5.],
                [0., 1.]], dtype=float32)
     """
-    _check_rows(x, x.shape[0] if x.ndim == 2 else -1)
+    _check_rows(x, _num_rows(x))
     index = _check_index(index, x.shape[0], "index")
     _check_out(out, (index.shape[0], x.shape[1]), x.dtype)
     _gather_kernel(x, index, out)
@@ -438,6 +442,11 @@ def _check_float(dtype: npt.DTypeLike, name: str) -> np.dtype:
 def _check_rows(x: np.ndarray, num_rows: int) -> None:
     if x.ndim != 2 or x.shape[0] != num_rows or not x.flags.c_contiguous:
         raise ValueError(f"x must be C-contiguous [{num_rows}, F]")
+
+
+def _num_rows(x: np.ndarray) -> int:
+    # Any number of rows, for checks of the layout only.
+    return x.shape[0] if x.ndim == 2 else -1
 
 
 def _check_index(index: np.ndarray, num_rows: int, name: str) -> np.ndarray:

@@ -5,9 +5,15 @@ Shared by the homogeneous and heterogeneous model wrappers.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 from torch_geometric.nn import GCNConv, GINConv, GraphConv, SAGEConv
+
+# The CSR adjacency is how the wrappers aggregate; torch's "beta" notice about
+# it would repeat for every batch.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
 # PyG aggregation names -> the hot cache's kinds.
 _KINDS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max"}

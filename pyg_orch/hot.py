@@ -35,6 +35,7 @@ from pyg_orch.hotness import (
 from pyg_orch.pipeline import HotRefresher, refresh_seed
 from pyg_orch.relation_cache import RelationCache
 from pyg_orch.sampling import OrchNeighborSampler
+from pyg_orch.validation import feature_tensor
 
 # Versions of serve, unique in the process: a batch's hot_version names the
 # serving, whichever loader made it.
@@ -113,10 +114,11 @@ class HotVertices:
         self,
         hot: HotSet | Tensor | None,
         method: str,
-        input_nodes: Tensor,
+        input_nodes: Any,
         batch_size: int,
         presample_epochs: int,
         input_type: str | None = None,
+        neg_sampling: Any = None,
     ) -> None:
         """Chooses the hot set, or takes the given one, and builds its cache.
 
@@ -127,10 +129,13 @@ class HotVertices:
         Args:
             hot: the ``hot`` argument: a hot set to use, or ``None``.
             method: ``"presample"`` or ``"degree"``.
-            input_nodes: the training seeds (``presample`` samples them).
+            input_nodes: the training seeds (``presample`` samples them):
+                nodes, or an :class:`~torch_geometric.sampler.EdgeSamplerInput`
+                for link prediction.
             batch_size: seeds per batch for ``presample``.
             presample_epochs: epochs sampled by ``presample``.
             input_type: the seeds' node type on a heterogeneous graph.
+            neg_sampling: the negatives sampled with seed edges.
 
         Raises:
             NotImplementedError: the sampler cannot leave hot vertices out.
@@ -164,6 +169,7 @@ class HotVertices:
                 seed=torch.initial_seed(),
                 input_type=input_type,
                 ranges=self._ranges(),
+                neg_sampling=neg_sampling,
             )
             if auto:
                 # Scored now; the ratio is chosen when OrchModel wraps the model.
@@ -672,6 +678,94 @@ class HotVertices:
                 # cache, as the same serving (version): it checks batches
                 # against it.
                 self._apply_serving(*served)
+
+
+class HotServing:
+    """What a loader with hot vertices exposes of them (a mixin).
+
+    The loader sets ``self._hot_vertices``, its :class:`HotVertices`.
+    """
+
+    _hot_vertices: HotVertices
+
+    @property
+    def hot(self) -> HotSet | None:
+        """The hot vertices (:class:`~pyg_orch.hotness.HotSet`), or ``None``."""
+        return self._hot_vertices.hot
+
+    @property
+    def cache(self) -> HotCache | None:
+        """The hot vertices' :class:`~pyg_orch.HotCache`, or ``None``."""
+        return self._hot_vertices.cache
+
+    @property
+    def hot_ratio(self) -> float | str:
+        """The fraction of vertices made hot (``"auto"`` until it is chosen)."""
+        return self._hot_vertices.ratio
+
+    def serve(
+        self, kind: str | dict[Any, str], snapshot: Callable[[], Any] | None = None
+    ) -> int:
+        """Declares what the batches' hot values are for (``OrchModel`` calls it).
+
+        A hot loader yields no batch until it is served: a model that ignored
+        ``hot_index`` and ``hot_agg`` would train on hot vertices whose last
+        hop was never sampled. ``kind`` is the aggregation the consuming
+        model's bottom layer applies to raw features (``"mean"``, ``"sum"``
+        or ``"max"``), or ``"embedding"``: the hot rows hold the bottom
+        layer's whole output, computed on the CPU from ``snapshot()``, a copy
+        of the layer taken between optimizer steps. Each batch carries
+        ``hot_kind`` and ``hot_version`` (the serving it was made for), so a
+        model can refuse values made for another.
+
+        Args:
+            kind: one of :data:`~pyg_orch.cache.AGGREGATIONS` or
+                ``"embedding"``; on a heterogeneous graph, a dict of
+                aggregations by relation into a type with hot nodes.
+            snapshot: for ``"embedding"``: returns the current bottom layer.
+
+        Returns:
+            The serving's version.
+
+        Raises:
+            ValueError: no hot vertices, or an unknown ``kind``.
+            NotImplementedError: ``kind`` does not fit an explicitly chosen
+                ``cache`` mode.
+
+        Example:
+            >>> from pyg_orch.datasets import load_cora
+            >>> from pyg_orch import OrchNeighborLoader
+            >>> loader = OrchNeighborLoader(load_cora(), [5], batch_size=64,
+            ...                             hot_ratio=0.1)
+            >>> version = loader.serve("mean")
+            >>> next(iter(loader)).hot_kind
+            'mean'
+        """
+        return self._hot_vertices.serve(kind, snapshot)
+
+
+def hot_features(data: Any) -> Tensor | dict[str, Tensor] | None:
+    """The raw features hot aggregates read: ``data.x``, or ``x`` per node type.
+
+    NumPy features are viewed in place; strided ones are copied once, as the
+    kernels read C-contiguous rows. Node types without features are left out.
+
+    Example:
+        >>> from torch_geometric.data import HeteroData
+        >>> data = HeteroData()
+        >>> data["paper"].x = torch.ones(3, 2)
+        >>> data["author"].num_nodes = 4
+        >>> list(hot_features(data))
+        ['paper']
+    """
+    if not hasattr(data, "node_types") or isinstance(data, Data):
+        x = feature_tensor(getattr(data, "x", None))
+        return x.contiguous() if x is not None else None
+    return {
+        node_type: feature_tensor(store.x).contiguous()
+        for node_type, store in zip(data.node_types, data.node_stores, strict=True)
+        if getattr(store, "x", None) is not None
+    }
 
 
 def _positive(ratio: float | str | dict[str, float]) -> bool:

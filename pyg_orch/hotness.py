@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch_geometric.sampler import NodeSamplerInput
+from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 from tqdm.auto import tqdm
 
 from pyg_orch.sampling import OrchNeighborSampler
@@ -131,12 +131,13 @@ def frontier_size(num_sampled_nodes: list[int]) -> int:
 
 def presample_counts(
     sampler: OrchNeighborSampler,
-    input_nodes: Tensor,
+    input_nodes: Tensor | EdgeSamplerInput,
     batch_size: int,
     epochs: int = 1,
     seed: int = 0,
     progress: bool = True,
     input_type: str | None = None,
+    neg_sampling: NegativeSampling | None = None,
 ) -> Tensor:
     """Counts how often each vertex lands in a mini-batch's frontier.
 
@@ -145,16 +146,19 @@ def presample_counts(
     ``0..L-1``). The global random state is left untouched. On a
     heterogeneous graph the seeds are of ``input_type`` and the counts cover
     the nodes of every type, numbered as the sampler's kernel numbers them
-    (each type's ids after those of the types before it).
+    (each type's ids after those of the types before it). For link
+    prediction the seeds are edges (with ``neg_sampling``'s negatives), as a
+    :class:`~torch_geometric.loader.LinkNeighborLoader` samples them.
 
     Args:
         sampler: the sampler training will use, with no hot vertices set.
-        input_nodes: global ids of the training seeds.
+        input_nodes: global ids of the training seeds, or the seed edges.
         batch_size: seeds per batch.
         epochs: passes over ``input_nodes``.
         seed: seed of the shuffles and of the sampler's draws.
         progress: show a tqdm bar on large inputs.
         input_type: the seeds' node type on a heterogeneous graph.
+        neg_sampling: the negatives sampled with seed edges.
 
     Returns:
         ``int64[num_nodes]`` frontier counts.
@@ -169,7 +173,9 @@ def presample_counts(
     layout = sampler.layout
     offsets = dict(zip(layout.node_types, layout.graph[6].tolist(), strict=False))
     counts = torch.zeros(layout.num_nodes, dtype=torch.long)
-    num_batches = epochs * -(-input_nodes.numel() // batch_size)
+    links = isinstance(input_nodes, EdgeSamplerInput)
+    num_seeds = input_nodes.row.numel() if links else input_nodes.numel()
+    num_batches = epochs * -(-num_seeds // batch_size)
     bar = tqdm(
         total=num_batches,
         desc="presample",
@@ -180,12 +186,14 @@ def presample_counts(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for _ in range(epochs):
-            for seeds in input_nodes[torch.randperm(input_nodes.numel())].split(
-                batch_size
-            ):
-                out = sampler.sample_from_nodes(
-                    NodeSamplerInput(input_id=None, node=seeds, input_type=input_type)
-                )
+            for index in torch.randperm(num_seeds).split(batch_size):
+                if links:
+                    out = sampler.sample_from_edges(input_nodes[index], neg_sampling)
+                else:
+                    seeds = NodeSamplerInput(
+                        None, input_nodes[index], input_type=input_type
+                    )
+                    out = sampler.sample_from_nodes(seeds)
                 frontier = _frontier(out, offsets)
                 counts += torch.bincount(frontier, minlength=counts.numel())
                 bar.update()
@@ -276,12 +284,13 @@ def select_hot(
     progress: bool = True,
     input_type: str | None = None,
     ranges: dict[str, tuple[int, int]] | None = None,
+    neg_sampling: NegativeSampling | None = None,
 ) -> HotSet:
     """Chooses the top ``hot_ratio`` fraction of vertices as the hot set.
 
     Args:
         sampler: the training sampler (``presample`` runs it).
-        input_nodes: global ids of the training seeds.
+        input_nodes: global ids of the training seeds, or the seed edges.
         hot_ratio: fraction of all vertices to make hot, in ``[0, 1]``; on a
             heterogeneous graph, of each node type's vertices, or a dict of
             such fractions per node type (missing types: 0).
@@ -294,6 +303,7 @@ def select_hot(
         input_type: the seeds' node type on a heterogeneous graph.
         ranges: on a heterogeneous graph, the node types that may be hot and
             the ``[start, end)`` of their ids (see :func:`presample_counts`).
+        neg_sampling: the negatives sampled with seed edges.
 
     Returns:
         The :class:`HotSet`, in the numbering of :func:`presample_counts`.
@@ -309,8 +319,9 @@ def select_hot(
     check_hot_method(method)
     if method == "presample":
         counts = presample_counts(
-            sampler, input_nodes, batch_size, epochs, seed, progress, input_type
-        )
+            sampler, input_nodes, batch_size, epochs, seed, progress, input_type,
+            neg_sampling,
+        )  # fmt: skip
     else:
         counts = node_in_degree(sampler)
     return HotSet(top_by_type(counts, hot_ratio, ranges), counts, method)

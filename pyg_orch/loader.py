@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import functools
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -25,7 +24,6 @@ from torch_geometric.loader import NeighborLoader
 
 from pyg_orch.cache import (
     FeatureCache,
-    HotCache,
     build_feature_cache,
     device_budget,
     gather_features,
@@ -33,7 +31,7 @@ from pyg_orch.cache import (
 from pyg_orch.checkpoint import check_state, loader_identity
 from pyg_orch.epoch import EpochPlan as EpochPlan
 from pyg_orch.epoch import Epochs
-from pyg_orch.hot import HotVertices
+from pyg_orch.hot import HotServing, HotVertices, hot_features
 from pyg_orch.hotness import AUTO_RATIOS, HotRatioTuning, HotSet
 from pyg_orch.producer import BatchProducer
 from pyg_orch.sampling import OrchNeighborSampler
@@ -46,7 +44,7 @@ from pyg_orch.validation import check_loader_arguments, feature_tensor
 # stay importable from here.
 
 
-class OrchNeighborLoader(NeighborLoader):
+class OrchNeighborLoader(HotServing, NeighborLoader):
     r"""A drop-in :class:`~torch_geometric.loader.NeighborLoader` with hot vertices.
 
     It takes every argument of :class:`~torch_geometric.loader.NeighborLoader`,
@@ -187,7 +185,7 @@ class OrchNeighborLoader(NeighborLoader):
         budget = device_budget(device_cache, self.device)
         self._hot_vertices = HotVertices(
             self.node_sampler,
-            _hetero_features(data) if isinstance(data, HeteroData) else self.features,
+            hot_features(data) if isinstance(data, HeteroData) else self.features,
             self.device,
             ratio=hot_ratio,
             mode=cache,
@@ -222,21 +220,6 @@ class OrchNeighborLoader(NeighborLoader):
         )
 
     @property
-    def hot(self) -> HotSet | None:
-        """The hot vertices (:class:`~pyg_orch.hotness.HotSet`), or ``None``."""
-        return self._hot_vertices.hot
-
-    @property
-    def cache(self) -> HotCache | None:
-        """The hot vertices' :class:`~pyg_orch.HotCache`, or ``None``."""
-        return self._hot_vertices.cache
-
-    @property
-    def hot_ratio(self) -> float | str:
-        """The fraction of vertices made hot (``"auto"`` until it is chosen)."""
-        return self._hot_vertices.ratio
-
-    @property
     def tuning(self) -> HotRatioTuning | None:
         """What ``hot_ratio="auto"`` measured and chose, once it did."""
         return self._hot_vertices.tuning
@@ -255,42 +238,6 @@ class OrchNeighborLoader(NeighborLoader):
     def hot_fanout(self) -> int:
         """Neighbours sampled per hot vertex when its values are re-made."""
         return self._hot_vertices.fanout
-
-    def serve(self, kind: str, snapshot: Callable[[], Any] | None = None) -> int:
-        """Declares what the batches' hot values are for (``OrchModel`` calls it).
-
-        A hot loader yields no batch until it is served: a model that ignored
-        ``hot_index`` and ``hot_agg`` would train on hot vertices whose last
-        hop was never sampled. ``kind`` is the aggregation the consuming
-        model's bottom layer applies to raw features (``"mean"``, ``"sum"``
-        or ``"max"``), or ``"embedding"``: the hot rows hold the bottom
-        layer's whole output, computed on the CPU from ``snapshot()``, a copy
-        of the layer taken between optimizer steps. Each batch carries
-        ``hot_kind`` and ``hot_version`` (the serving it was made for), so a
-        model can refuse values made for another.
-
-        Args:
-            kind: one of :data:`~pyg_orch.cache.AGGREGATIONS` or
-                ``"embedding"``.
-            snapshot: for ``"embedding"``: returns the current bottom layer.
-
-        Returns:
-            The serving's version.
-
-        Raises:
-            ValueError: no hot vertices, or an unknown ``kind``.
-            NotImplementedError: ``kind`` does not fit an explicitly chosen
-                ``cache`` mode.
-
-        Example:
-            >>> from pyg_orch.datasets import load_cora
-            >>> loader = OrchNeighborLoader(load_cora(), [5], batch_size=64,
-            ...                             hot_ratio=0.1)
-            >>> version = loader.serve("mean")
-            >>> next(iter(loader)).hot_kind
-            'mean'
-        """
-        return self._hot_vertices.serve(kind, snapshot)
 
     def tune_hot_ratio(
         self,
@@ -456,12 +403,3 @@ def _features(data: Any, read_by_kernels: bool) -> Tensor | None:
     # strided view (e.g. the column slice x[:, :k]) is copied once, here.
     x = feature_tensor(getattr(data, "x", None))
     return x.contiguous() if x is not None and read_by_kernels else x
-
-
-def _hetero_features(data: HeteroData) -> dict[str, Tensor]:
-    # The raw features of each node type that has them, read by hot kernels.
-    return {
-        node_type: feature_tensor(store.x).contiguous()
-        for node_type, store in zip(data.node_types, data.node_stores, strict=True)
-        if getattr(store, "x", None) is not None
-    }

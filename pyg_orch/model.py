@@ -24,10 +24,6 @@ from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.validation import check_model_arguments
 
-# The CSR adjacency is the point of this module; torch's "beta" notice about it
-# would repeat for every batch.
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-
 # Norms that normalise each row on its own, whatever other rows are present.
 _ROW_NORMS = (
     torch.nn.Identity,
@@ -267,9 +263,10 @@ class OrchModel(torch.nn.Module):
         self.model = model
         # In the model's mode, which inference() restores when it is done.
         self.training = model.training
-        if loader is not None and loader.features is not None:
+        features = getattr(loader, "features", None)
+        if isinstance(features, Tensor):
             # The loader's features: also a NumPy x, or one device= holds.
-            check_dtype(loader.features, self.dtype, hot=loader.hot_ratio != 0)
+            check_dtype(features, self.dtype, hot=loader.hot_ratio != 0)
         convs = model.convs if self._hetero is None else []
         self.kinds = [cache_kind(conv) for conv in convs]
         # A hook-free copy of the bottom conv, the model of its snapshots,
@@ -405,7 +402,8 @@ class OrchModel(torch.nn.Module):
             else:
                 x = self._layer(layer, x, num_dst, edges, gcn_weight, hot)
             x = self._between_layers(layer, x)
-        return x[: batch.batch_size]
+        # Link batches have no batch_size: their seeds are the hop-0 nodes.
+        return x[: batch.batch_size if "batch_size" in batch else nodes_per_hop[0]]
 
     def _check_hetero_version(self, batch: Any) -> None:
         # Hot values are made for one model's relations: refuse others'.

@@ -776,14 +776,16 @@ def check_model_arguments(model: Any, loader: Any) -> None:
     """  # noqa: E501 - a doctest's output is one line
     if loader is None:
         return
-    if not hasattr(loader, "node_sampler") or not hasattr(loader, "cache"):
+    sampler = getattr(loader, "node_sampler", getattr(loader, "link_sampler", None))
+    if sampler is None or not hasattr(loader, "cache"):
         raise TypeError(
-            f"loader must be an OrchNeighborLoader (its hot cache feeds the "
-            f"bottom layer), got {type(loader).__name__}; build it with "
+            f"loader must be an OrchNeighborLoader or OrchLinkNeighborLoader "
+            f"(its hot cache feeds the bottom layer), got "
+            f"{type(loader).__name__}; build it with "
             f"pyg_orch.OrchNeighborLoader(...), or pass loader=None"
         )
     num_layers = getattr(model, "num_layers", None)
-    sampler_fanouts = getattr(loader.node_sampler, "num_neighbors", None)
+    sampler_fanouts = getattr(sampler, "num_neighbors", None)
     fanouts = getattr(sampler_fanouts, "values", None)
     if not _is_int(num_layers) or not isinstance(fanouts, list | tuple):
         return  # not a BasicGNN (OrchModel says so), or per-edge-type fan-outs

@@ -79,6 +79,32 @@ def test_epoch_benchmark_prints_every_configuration(capsys, slow_unregister):
     _check_children_unregistered(slow_unregister, semaphores=2)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("task", "graph", "baseline"),
+    [
+        ("--hetero", ["--scale", "0.002"],
+         "PyG NeighborLoader + HeteroConv(SAGEConv) (trim)"),
+        ("--link", ["--num-nodes", "3000", "--avg-degree", "8"],
+         "PyG LinkNeighborLoader + GraphSAGE (trim_to_layer)"),
+    ],
+)  # fmt: skip
+def test_epoch_benchmark_runs_the_hetero_and_link_tasks(capsys, task, graph, baseline):
+    argv = ["epoch", task, *graph, "--num-features", "8", "--batches", "2"]
+    argv += ["--warmup", "1", "--batch-size", "64", "--hidden-channels", "16"]
+    assert main([*argv, "--num-neighbors", "5", "5", "--hot-ratios", "0", "0.2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith(("PyG", "pyg_orch"))]
+    assert [row.split("  ")[0] for row in rows] == [
+        baseline,
+        "pyg_orch hot_ratio=0",
+        "pyg_orch hot_ratio=0.2",
+    ]
+    # The hot rows sample fewer nodes: the last hop skips hot vertices.
+    nodes = [float(row.split()[-7]) for row in rows]
+    assert nodes[0] == nodes[1] > nodes[2]
+
+
 def test_accuracy_benchmark_prints_a_row_per_model(capsys):
     argv = ["accuracy", "--models", "sage", "gcn", "--seeds", "0", "--epochs", "1"]
     assert main([*argv, "--num-neighbors", "5", "5", "--hidden-channels", "16"]) == 0

@@ -1,10 +1,13 @@
-"""Milliseconds per training batch of PyG's NeighborLoader + GraphSAGE and of
-pyg_orch at several hot ratios, on one power-law graph.
+"""Milliseconds per training batch of plain PyG and of pyg_orch at several hot
+ratios, on one graph.
 
-Splits each batch into sampling, gathering and training time, and reports the
-peak memory of each configuration (each runs in its own process). The default
-run, on a 1M-node graph, takes several minutes on 2 CPU cores (choosing the
-hot vertices alone takes about 25 s per hot ratio).
+Node classification with GraphSAGE on a power-law graph by default; with
+``--hetero``, ``to_hetero(GraphSAGE)`` on the ogbn-mag-shaped graph; with
+``--link``, link prediction (see :mod:`pyg_orch.benchmark.tasks`). Splits
+each batch into sampling, gathering and training time, and reports the peak
+memory of each configuration (each runs in its own process). The default run,
+on a 1M-node graph, takes several minutes on 2 CPU cores (choosing the hot
+vertices alone takes about 25 s per hot ratio).
 """
 
 from __future__ import annotations
@@ -18,24 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch_geometric.data import Data
-from torch_geometric.loader import NeighborLoader
-from torch_geometric.nn import GraphSAGE
 
-from pyg_orch.benchmark.graph import (
-    BENCHMARK_DEFAULTS,
-    add_graph_arguments,
-    benchmark_graph,
-)
+from pyg_orch.benchmark.graph import BENCHMARK_DEFAULTS, add_graph_arguments
 from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.spawned import run_spawned
-from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import OrchModel
-from pyg_orch.options import add_option, hot_fraction, non_negative_int, positive_int
-from pyg_orch.sampling import OrchNeighborSampler
-
-BASELINE = "PyG NeighborLoader + GraphSAGE (trim_to_layer)"
+from pyg_orch.benchmark.tasks import (
+    BASELINES,
+    configuration,
+    graph,
+    loss,
+)
+from pyg_orch.options import (
+    add_option,
+    hot_fraction,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
+from pyg_orch.stats import batch_stats
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +54,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the hot ratio of each pyg_orch row, in [0, 1] (default: 0 0.1 0.2)",
     )
     add_option(parser, "hot_method", BENCHMARK_DEFAULTS.hot_method)
+    task = parser.add_mutually_exclusive_group()
+    task.add_argument(
+        "--hetero",
+        action="store_true",
+        help="classify the papers of the ogbn-mag-shaped heterogeneous graph "
+        "with to_hetero(GraphSAGE) instead (default: off)",
+    )
+    task.add_argument(
+        "--link",
+        action="store_true",
+        help="train GraphSAGE for link prediction instead (default: off)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=positive_float,
+        default=1.0,
+        help="with --hetero: fraction of ogbn-mag's size; 1 is 1.9M nodes and "
+        "42M edges with reverses (default: %(default)s)",
+    )
     parser.add_argument(
         "--batches",
         type=positive_int,
@@ -93,58 +115,6 @@ class Measurement:
         return self.sample_ms + self.gather_ms + self.train_ms
 
 
-def loader_arguments(data: Data, args: argparse.Namespace) -> dict:
-    """What the baseline and pyg_orch share: seeds, fan-outs and batches."""
-    return {
-        "num_neighbors": args.num_neighbors,
-        "input_nodes": data.train_mask,
-        "batch_size": args.batch_size,
-        "shuffle": True,
-    }
-
-
-def baseline(data: Data, args: argparse.Namespace):
-    """PyG's ``NeighborLoader`` and ``GraphSAGE`` with ``trim_to_layer``.
-
-    Returns the loader, the model and the forward function of a batch.
-    """
-    # PyG cannot sample here without pyg-lib or torch-sparse: hand it ours.
-    sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
-    loader = NeighborLoader(
-        data, neighbor_sampler=sampler, **loader_arguments(data, args)
-    )
-    model = graph_sage(data, args)
-
-    def forward(batch: Data) -> torch.Tensor:
-        return model(
-            batch.x,
-            batch.edge_index,
-            num_sampled_nodes_per_hop=batch.num_sampled_nodes,
-            num_sampled_edges_per_hop=batch.num_sampled_edges,
-        )[: batch.batch_size]
-
-    return loader, model, forward
-
-
-def _orch(data: Data, args: argparse.Namespace, hot_ratio: float):
-    loader = OrchNeighborLoader(
-        data, hot_ratio=hot_ratio, hot_method=args.hot_method,
-        **loader_arguments(data, args),
-    )  # fmt: skip
-    model = OrchModel(graph_sage(data, args), loader)
-    return loader, model, model
-
-
-def graph_sage(data: Data, args: argparse.Namespace) -> GraphSAGE:
-    """The benchmarks' GraphSAGE: one layer per fan-out, ``args.hidden_channels``."""
-    return GraphSAGE(
-        data.num_features,
-        args.hidden_channels,
-        num_layers=len(args.num_neighbors),
-        out_channels=int(data.y.max()) + 1,
-    )
-
-
 def _measure(
     name: str, hot_ratio: float | None, graph_path: str, args: argparse.Namespace
 ) -> Measurement:
@@ -152,32 +122,28 @@ def _measure(
 
     ``hot_ratio=None`` is the PyG baseline.
     """
-    data = Data(**torch.load(graph_path))
+    data = torch.load(graph_path, weights_only=False)
     torch.manual_seed(args.seed)
     start = time.perf_counter()
-    if hot_ratio is None:
-        loader, model, forward = baseline(data, args)
-    else:
-        loader, model, forward = _orch(data, args, hot_ratio)
+    task = task_of(args)
+    loader, model, forward = configuration(task, data, args, hot_ratio)
     setup_s = time.perf_counter() - start
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
     rows: list[tuple[float, ...]] = []
     indices = iter(loader.batch_sampler)
     for step in range(args.warmup + args.batches):
         tick = time.perf_counter()
-        out = loader.node_sampler.sample_from_nodes(loader.input_data[next(indices)])
+        # Unfiltered: the loaders here filter in the training process.
+        out = loader.collate_fn(next(indices))
         sampled = time.perf_counter()
         batch = loader.filter_fn(out)
         gathered = time.perf_counter()
         optimizer.zero_grad()
-        loss = F.cross_entropy(forward(batch), batch.y[: batch.batch_size])
-        loss.backward()
+        loss(task, forward(batch), batch).backward()
         optimizer.step()
         done = time.perf_counter()
         if step >= args.warmup:
-            gathered_bytes = batch.x.numel() * batch.x.element_size()
-            if "hot_agg" in batch:
-                gathered_bytes += batch.hot_agg.numel() * batch.hot_agg.element_size()
+            gathered_bytes = batch_stats(batch, 0.0, 0.0).bytes_gathered
             rows.append((
                 sampled - tick, gathered - sampled, done - gathered,
                 batch.num_nodes, batch.num_edges, gathered_bytes,
@@ -197,6 +163,29 @@ def _measure(
     )
 
 
+def task_of(args: argparse.Namespace) -> str:
+    """The task ``args`` ask for: ``"node"``, ``"hetero"`` or ``"link"``.
+
+    Example:
+        >>> task_of(argparse.Namespace(hetero=False, link=True))
+        'link'
+    """
+    if getattr(args, "hetero", False):
+        return "hetero"
+    return "link" if getattr(args, "link", False) else "node"
+
+
+def saved_name(args: argparse.Namespace) -> str:
+    """The name ``--save`` gives this run's table: ``epoch``, ``epoch_hetero``...
+
+    Example:
+        >>> saved_name(argparse.Namespace(hetero=True, link=False))
+        'epoch_hetero'
+    """
+    task = task_of(args)
+    return "epoch" if task == "node" else f"epoch_{task}"
+
+
 def _in_child(
     name: str, hot_ratio: float | None, graph_path: str, args: argparse.Namespace
 ) -> Measurement:
@@ -206,19 +195,21 @@ def _in_child(
 
 def run(args: argparse.Namespace) -> BarChart:
     """Builds the graph, measures each configuration and prints the table."""
-    data, description = benchmark_graph(args)
+    task = task_of(args)
+    data, description = graph(task, args)
     print(
-        f"{description}; fan-outs {args.num_neighbors}, batch {args.batch_size}, "
-        f"GraphSAGE hidden {args.hidden_channels}; medians of {args.batches} "
+        f"{description}; {task} task; fan-outs {args.num_neighbors}, batch "
+        f"{args.batch_size}, GraphSAGE hidden {args.hidden_channels}; medians of "
+        f"{args.batches} "
         f"batches after {args.warmup} warm-up; {torch.get_num_threads()} threads",
         flush=True,
     )
-    configurations = [(BASELINE, None)] + [
+    configurations = [(BASELINES[task], None)] + [
         (f"pyg_orch hot_ratio={ratio:g}", ratio) for ratio in args.hot_ratios
     ]
     with tempfile.TemporaryDirectory() as folder:
         graph_path = str(Path(folder) / "graph.pt")
-        torch.save(data.to_dict(), graph_path)
+        torch.save(data, graph_path)
         del data
         results = [
             _in_child(name, ratio, graph_path, args) for name, ratio in configurations

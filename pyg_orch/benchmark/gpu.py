@@ -18,16 +18,11 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from pyg_orch.benchmark.epoch import (
-    BASELINE,
-    add_training_arguments,
-    baseline,
-    graph_sage,
-    loader_arguments,
-)
+from pyg_orch.benchmark.epoch import add_training_arguments
 from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
 from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.spawned import run_spawned
+from pyg_orch.benchmark.tasks import BASELINES, baseline, graph_sage, loader_arguments
 from pyg_orch.benchmark.training import EpochTiming, timed_epoch
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import OrchModel
@@ -143,7 +138,7 @@ def run(args: argparse.Namespace) -> BarChart:
         f" after {args.warmup} warm-up batches",
         flush=True,
     )
-    configurations = [(BASELINE, None, False)] + [
+    configurations = [(BASELINES["node"], None, False)] + [
         (f"pyg_orch {mode}{', device caches' if cached else ''}", mode, cached)
         for mode in args.modes
         for cached in (False, True)

@@ -13,13 +13,10 @@ import argparse
 import torch
 from torch_geometric.data import Data
 
-from pyg_orch.benchmark.epoch import (
-    add_training_arguments,
-    graph_sage,
-    loader_arguments,
-)
+from pyg_orch.benchmark.epoch import add_training_arguments
 from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
 from pyg_orch.benchmark.plot import BarChart
+from pyg_orch.benchmark.tasks import graph_sage, loader_arguments
 from pyg_orch.benchmark.training import EpochTiming, timed_epoch
 from pyg_orch.hotness import HotSet
 from pyg_orch.loader import OrchNeighborLoader

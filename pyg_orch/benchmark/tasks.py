@@ -1,0 +1,284 @@
+"""The training tasks the epoch benchmark times: plain PyG against pyg_orch.
+
+Each task builds its graph, the plain PyG configuration (PyG's loader handed
+pyg_orch's sampler at ``hot_ratio=0``, as PyG cannot sample here without
+compiled extensions, and the model with ``trim_to_layer``) and the pyg_orch
+one at a hot ratio, and the loss of a batch:
+
+- ``node``: GraphSAGE node classification on the homogeneous power-law graph;
+- ``hetero``: :class:`HeteroGraphSAGE` (``HeteroConv`` of ``SAGEConv``, as
+  ``to_hetero(GraphSAGE)`` computes it) classifying the papers of the
+  ogbn-mag-shaped graph of :func:`~pyg_orch.datasets.power_law_hetero_graph`;
+- ``link``: GraphSAGE link prediction (dot products, binary negatives) on the
+  homogeneous power-law graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
+from torch_geometric.nn import GraphSAGE, HeteroConv, SAGEConv
+from torch_geometric.utils import trim_to_layer
+
+from pyg_orch.benchmark.graph import benchmark_graph
+from pyg_orch.datasets import power_law_hetero_graph
+from pyg_orch.link_loader import OrchLinkNeighborLoader
+from pyg_orch.loader import OrchNeighborLoader
+from pyg_orch.model import OrchModel
+from pyg_orch.sampling import OrchNeighborSampler
+
+#: What each task's plain PyG row is called.
+BASELINES = {
+    "node": "PyG NeighborLoader + GraphSAGE (trim_to_layer)",
+    "hetero": "PyG NeighborLoader + HeteroConv(SAGEConv) (trim)",
+    "link": "PyG LinkNeighborLoader + GraphSAGE (trim_to_layer)",
+}
+# Seed edges of the link task: a fixed random subset, so that presampling
+# them costs a few hundred batches whatever the graph's size.
+_LINK_SEEDS = 100_000
+
+Configuration = tuple[Any, torch.nn.Module, Callable[[Any], Any]]
+
+
+def loader_arguments(data: Data, args: argparse.Namespace) -> dict:
+    """What the baseline and pyg_orch share: seeds, fan-outs and batches."""
+    return {
+        "num_neighbors": args.num_neighbors,
+        "input_nodes": data.train_mask,
+        "batch_size": args.batch_size,
+        "shuffle": True,
+        # Filtered in the training process, where the benchmark times it.
+        "filter_per_worker": False,
+    }
+
+
+def graph_sage(
+    data: Data, args: argparse.Namespace, out: int | None = None
+) -> GraphSAGE:
+    """The benchmarks' GraphSAGE: one layer per fan-out, ``args.hidden_channels``.
+
+    ``out`` output channels; ``None``: one per class of ``data.y``.
+    """
+    return GraphSAGE(
+        data.num_features,
+        args.hidden_channels,
+        num_layers=len(args.num_neighbors),
+        out_channels=int(data.y.max()) + 1 if out is None else out,
+    )
+
+
+def baseline(data: Data, args: argparse.Namespace) -> Configuration:
+    """PyG's ``NeighborLoader`` and ``GraphSAGE`` with ``trim_to_layer``.
+
+    Returns the loader, the model and the forward function of a batch.
+    """
+    # PyG cannot sample here without pyg-lib or torch-sparse: hand it ours.
+    sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
+    loader = NeighborLoader(
+        data, neighbor_sampler=sampler, **loader_arguments(data, args)
+    )
+    model = graph_sage(data, args)
+
+    def forward(batch: Data) -> Tensor:
+        return _trimmed(model, batch)[: batch.batch_size]
+
+    return loader, model, forward
+
+
+def graph(task: str, args: argparse.Namespace) -> tuple[Any, str]:
+    """The task's graph and a line that describes it."""
+    if task != "hetero":
+        return benchmark_graph(args)
+    start = time.perf_counter()
+    data = power_law_hetero_graph(
+        args.scale, num_features=args.num_features, seed=args.seed
+    )
+    return data, (
+        f"ogbn-mag-shaped graph (scale {args.scale:g}): {data.num_nodes:,} nodes "
+        f"of {len(data.node_types)} types, {data.num_edges:,} edges of "
+        f"{len(data.edge_types)} types, {args.num_features} features (built in "
+        f"{time.perf_counter() - start:.1f} s)"
+    )
+
+
+def configuration(
+    task: str, data: Any, args: argparse.Namespace, hot_ratio: float | None
+) -> Configuration:
+    """The loader, model and forward of ``task`` (``hot_ratio=None``: plain PyG)."""
+    if task == "node":
+        return (
+            baseline(data, args)
+            if hot_ratio is None
+            else _orch_node(data, args, hot_ratio)
+        )
+    if task == "hetero":
+        return _hetero(data, args, hot_ratio)
+    return _link(data, args, hot_ratio)
+
+
+def loss(task: str, out: Any, batch: Any) -> Tensor:
+    """The training loss of ``batch`` given the forward's output."""
+    if task == "node":
+        return F.cross_entropy(out, batch.y[: batch.batch_size])
+    if task == "hetero":
+        papers = batch["paper"]
+        return F.cross_entropy(out, papers.y[: papers.batch_size])
+    src, dst = batch.edge_label_index
+    scores = (out[src] * out[dst]).sum(-1)
+    return F.binary_cross_entropy_with_logits(scores, batch.edge_label)
+
+
+def _orch_node(data: Data, args: argparse.Namespace, hot_ratio: float) -> Configuration:
+    loader = OrchNeighborLoader(
+        data, hot_ratio=hot_ratio, hot_method=args.hot_method,
+        **loader_arguments(data, args),
+    )  # fmt: skip
+    model = OrchModel(graph_sage(data, args), loader)
+    return loader, model, model
+
+
+def _hetero(
+    data: HeteroData, args: argparse.Namespace, hot_ratio: float | None
+) -> Configuration:
+    arguments = {
+        "num_neighbors": args.num_neighbors,
+        "input_nodes": ("paper", data["paper"].train_mask),
+        "batch_size": args.batch_size,
+        "shuffle": True,
+        # Filtered in the training process, where the benchmark times it.
+        "filter_per_worker": False,
+    }
+    papers = data["paper"]
+    model = HeteroGraphSAGE(
+        data.metadata(),
+        papers.num_features,
+        args.hidden_channels,
+        int(papers.y.max()) + 1,
+        len(args.num_neighbors),
+    )
+    if hot_ratio is None:
+        sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
+        loader = NeighborLoader(data, neighbor_sampler=sampler, **arguments)
+
+        def forward(batch: HeteroData) -> Tensor:
+            return _trimmed(model, batch)["paper"][: batch["paper"].batch_size]
+
+        return loader, model, forward
+    loader = OrchNeighborLoader(
+        data, hot_ratio=hot_ratio, hot_method=args.hot_method, **arguments
+    )
+    wrapped = OrchModel(model, loader)
+    return loader, wrapped, wrapped
+
+
+def _link(
+    data: Data, args: argparse.Namespace, hot_ratio: float | None
+) -> Configuration:
+    generator = torch.Generator().manual_seed(args.seed)
+    seeds = torch.randperm(data.num_edges, generator=generator)[:_LINK_SEEDS]
+    arguments = {
+        "edge_label_index": data.edge_index[:, seeds],
+        "batch_size": args.batch_size,
+        "neg_sampling": "binary",
+        "shuffle": True,
+        "filter_per_worker": False,
+    }
+    model = graph_sage(data, args, out=args.hidden_channels)
+    if hot_ratio is None:
+        sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
+        loader = LinkNeighborLoader(
+            data, args.num_neighbors, neighbor_sampler=sampler, **arguments
+        )
+
+        def forward(batch: Data) -> Tensor:
+            return _trimmed(model, batch)[: batch.num_sampled_nodes[0]]
+
+        return loader, model, forward
+    loader = OrchLinkNeighborLoader(
+        data, args.num_neighbors, hot_ratio=hot_ratio, hot_method=args.hot_method,
+        **arguments,
+    )  # fmt: skip
+    wrapped = OrchModel(model, loader)
+    return loader, wrapped, wrapped
+
+
+class HeteroGraphSAGE(torch.nn.Module):
+    """GraphSAGE on a heterogeneous graph, as PyG's hierarchical example builds it.
+
+    One ``HeteroConv`` of ``SAGEConv`` per layer (relations summed, ReLU
+    between layers): what ``to_hetero(GraphSAGE)`` computes. It trims each
+    layer with PyG's ``trim_to_layer`` when given per-hop counts, as PyG's
+    ``examples/hetero/hierarchical_sage.py`` does; ``to_hetero(GraphSAGE)``
+    cannot (PyG 2.8's ``TrimToLayer`` refuses the pair of node counts of a
+    relation between two node types).
+
+    Example:
+        >>> metadata = (["a", "b"], [("a", "to", "b"), ("b", "rev_to", "a")])
+        >>> model = HeteroGraphSAGE(metadata, 4, 8, 2, num_layers=2)
+        >>> x = {"a": torch.ones(3, 4), "b": torch.ones(2, 4)}
+        >>> edges = torch.tensor([[0, 1], [1, 0]])
+        >>> out = model(x, {("a", "to", "b"): edges, ("b", "rev_to", "a"): edges})
+        >>> out["a"].shape, out["b"].shape
+        (torch.Size([3, 2]), torch.Size([2, 2]))
+    """
+
+    def __init__(
+        self,
+        metadata: tuple[list[str], list[tuple[str, str, str]]],
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int,
+    ) -> None:
+        super().__init__()
+        sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+        self.convs = torch.nn.ModuleList(
+            HeteroConv(
+                {edge_type: SAGEConv(size_in, size_out) for edge_type in metadata[1]},
+                aggr="sum",
+            )
+            for size_in, size_out in zip(sizes[:-1], sizes[1:], strict=True)
+        )
+
+    def forward(
+        self,
+        x: dict[str, Tensor],
+        edge_index: dict[tuple[str, str, str], Tensor],
+        num_sampled_nodes: dict[str, list[int]] | None = None,
+        num_sampled_edges: dict[tuple[str, str, str], list[int]] | None = None,
+    ) -> dict[str, Tensor]:
+        """Outputs per node type (trimmed to each layer when counts are given)."""
+        for layer, conv in enumerate(self.convs):
+            if num_sampled_nodes is not None:
+                x, edge_index, _ = trim_to_layer(
+                    layer, num_sampled_nodes, num_sampled_edges, x, edge_index
+                )
+            x = conv(x, edge_index)
+            if layer < len(self.convs) - 1:
+                x = {node_type: value.relu() for node_type, value in x.items()}
+        return x
+
+
+def _trimmed(model: torch.nn.Module, batch: Any) -> Any:
+    # The plain model as PyG's examples run it on sampled batches.
+    if isinstance(batch, HeteroData):
+        return model(
+            batch.x_dict,
+            batch.edge_index_dict,
+            batch.num_sampled_nodes_dict,
+            batch.num_sampled_edges_dict,
+        )
+    return model(
+        batch.x,
+        batch.edge_index,
+        num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+        num_sampled_edges_per_hop=batch.num_sampled_edges,
+    )

@@ -1,0 +1,534 @@
+"""Hot nodes on heterogeneous graphs, checked against plain PyG.
+
+The references are plain PyG models run on the whole graph (fan-out ``-1``
+makes a batch exact, so its seeds' outputs are the whole-graph outputs' rows)
+and aggregations computed here with ``torch_geometric.utils.scatter``: none
+of them goes through pyg_orch's hooks, caches or kernels.
+"""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+from torch_geometric.nn import (
+    GAT,
+    GIN,
+    GINConv,
+    GraphConv,
+    GraphSAGE,
+    HeteroConv,
+    Linear,
+    SAGEConv,
+    to_hetero,
+)
+from torch_geometric.nn.models.basic_gnn import BasicGNN
+from torch_geometric.utils import scatter
+
+from pyg_orch import OrchModel, OrchNeighborLoader
+from pyg_orch.datasets import power_law_hetero_graph
+
+BATCH = 64
+HIDDEN, OUT = 16, 4
+
+
+@pytest.fixture(scope="module")
+def data():
+    return power_law_hetero_graph(scale=0.002, num_features=8, seed=3)
+
+
+# Models -------------------------------------------------------------------
+
+
+class GraphConvGNN(BasicGNN):
+    """A ``BasicGNN`` of ``GraphConv`` layers (PyG ships none)."""
+
+    supports_edge_weight = False
+    supports_edge_attr = False
+
+    def init_conv(self, in_channels, out_channels, **kwargs):
+        return GraphConv(in_channels, out_channels, **kwargs)
+
+
+# The bottom conv of each relation of the mixed HeteroConv model, and its
+# aggregation of raw source features.
+MIXED = {
+    "affiliated_with": ("sage", "mean"),
+    "rev_affiliated_with": ("gin", "sum"),
+    "writes": ("sage", "mean"),
+    "rev_writes": ("graph", "mean"),
+    "cites": ("graph", "sum"),
+    "rev_cites": ("gin", "sum"),
+    "has_topic": ("graph", "max"),
+    "rev_has_topic": ("sage", "max"),
+}
+
+
+def mixed_conv(relation):
+    kind, aggr = MIXED[relation]
+    if kind == "sage":
+        return SAGEConv((-1, -1), HIDDEN, aggr=aggr)
+    if kind == "graph":
+        return GraphConv((-1, -1), HIDDEN, aggr=aggr)
+    mlp = nn.Sequential(Linear(-1, HIDDEN), nn.ReLU(), Linear(HIDDEN, HIDDEN))
+    return GINConv(mlp, train_eps=True)
+
+
+class HeteroConvNet(nn.Module):
+    """Two ``HeteroConv`` layers mixing SAGEConv, GraphConv and GINConv."""
+
+    def __init__(self, metadata, pre_linear=False):
+        super().__init__()
+        node_types, edge_types = metadata
+        self.pre = (
+            nn.ModuleDict({t: Linear(-1, 8) for t in node_types})
+            if pre_linear
+            else None
+        )
+        self.conv1 = HeteroConv(
+            {et: mixed_conv(et[1]) for et in edge_types}, aggr="sum"
+        )
+        self.conv2 = HeteroConv(
+            {et: mixed_conv(et[1]) for et in edge_types}, aggr="mean"
+        )
+        self.lin = nn.ModuleDict({t: Linear(HIDDEN, OUT) for t in node_types})
+
+    def forward(self, x_dict, edge_index_dict):
+        if self.pre is not None:
+            x_dict = {t: self.pre[t](x) for t, x in x_dict.items()}
+        x_dict = self.conv1(x_dict, edge_index_dict)
+        x_dict = {t: x.relu() for t, x in x_dict.items()}
+        x_dict = self.conv2(x_dict, edge_index_dict)
+        return {t: self.lin[t](x) for t, x in x_dict.items()}
+
+
+def sage(metadata):
+    return to_hetero(GraphSAGE((-1, -1), HIDDEN, 2, OUT), metadata)
+
+
+def sage_max(metadata):
+    return to_hetero(GraphSAGE((-1, -1), HIDDEN, 2, OUT, aggr="max"), metadata)
+
+
+def gin(metadata):
+    return to_hetero(GIN(-1, HIDDEN, 2, OUT), metadata)
+
+
+def graph_conv(metadata):
+    return to_hetero(GraphConvGNN((-1, -1), HIDDEN, 2, OUT), metadata)
+
+
+def hetero_conv(metadata):
+    return HeteroConvNet(metadata)
+
+
+def gat(metadata):
+    return to_hetero(GAT((-1, -1), HIDDEN, 2, OUT, add_self_loops=False), metadata)
+
+
+MODELS = [sage, sage_max, gin, graph_conv, hetero_conv]
+
+
+def build(make, data, seed=0):
+    """The model, its lazy parameters initialised, and a hook-free copy of it."""
+    torch.manual_seed(seed)
+    model = make(data.metadata())
+    with torch.no_grad():
+        model(data.x_dict, data.edge_index_dict)
+    return model, copy.deepcopy(model)
+
+
+# Helpers -------------------------------------------------------------------
+
+
+def hot_by_type(loader):
+    """The loader's hot nodes per node type, as local ids of that type."""
+    layout = loader.node_sampler.layout
+    offsets = layout.graph[6].tolist()
+    nodes = loader.hot.nodes
+    return {
+        node_type: nodes[(nodes >= offsets[k]) & (nodes < offsets[k + 1])] - offsets[k]
+        for k, node_type in enumerate(layout.node_types)
+    }
+
+
+def in_degree(data, node_type):
+    """In-degree of every node of ``node_type``, summed over its relations."""
+    degree = torch.zeros(data[node_type].num_nodes, dtype=torch.long)
+    for edge_type in data.edge_types:
+        if edge_type[2] == node_type:
+            dst = data[edge_type].edge_index[1]
+            degree += torch.bincount(dst, minlength=degree.numel())
+    return degree
+
+
+def relation_degree(data, edge_type):
+    dst = data[edge_type].edge_index[1]
+    return torch.bincount(dst, minlength=data[edge_type[2]].num_nodes)
+
+
+def frontier(store):
+    return store.n_id[: sum(store.num_sampled_nodes[:-1])]
+
+
+def check_close(got, want):
+    """Equal up to float32 rounding of sums in another order."""
+    scale = max(1.0, float(want.detach().abs().max())) if want.numel() else 1.0
+    assert_close(got, want, atol=1e-5 * scale, rtol=1e-4)
+
+
+def check_gradients(model, reference):
+    """Each parameter's gradient equals the reference's; most are non-zero.
+
+    The tolerance is relative to the largest gradient entry of the parameter:
+    sum aggregations over hubs make some gradients large, and float32 sums
+    in another order differ by a few units in the last place of those.
+    """
+    expected = dict(reference.named_parameters())
+    nonzero = 0
+    for name, parameter in model.named_parameters():
+        want = expected[name].grad
+        got = parameter.grad
+        want = torch.zeros_like(parameter) if want is None else want
+        got = torch.zeros_like(parameter) if got is None else got
+        scale = max(1.0, float(want.detach().abs().max()))
+        assert_close(
+            got, want, atol=1e-4 * scale, rtol=1e-3, msg=lambda m, n=name: f"{n}: {m}"
+        )
+        nonzero += bool(want.abs().sum() > 0)
+    assert nonzero >= len(expected) // 3
+
+
+# 1. Exactness with fan-out -1 -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "hot_ratio", [0.3, {"paper": 0.3}, 0.0], ids=["all", "papers", "none"]
+)
+@pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
+def test_exact_forward_and_gradients_against_whole_graph(data, make, hot_ratio):
+    model, reference = build(make, data)
+    loader = OrchNeighborLoader(
+        data, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=hot_ratio
+    )
+    orch = OrchModel(model, loader)
+    torch.manual_seed(1)
+    batch = next(iter(loader))
+    paper = batch["paper"]
+    if hot_ratio:
+        # Hot papers in hop 1, whose last hop is not sampled, come from the
+        # cache: the test would pass vacuously without them.
+        assert (paper.hot_index >= paper.num_sampled_nodes[0]).any()
+        assert paper.hot_index.numel() > 0
+        hot_authors = batch["author"].get("hot_index")
+        only_papers = isinstance(hot_ratio, dict)
+        assert (hot_authors is None) == only_papers
+    else:
+        assert "hot_index" not in paper and loader.hot is None
+
+    out = orch(batch)
+    expected = reference(data.x_dict, data.edge_index_dict)["paper"][paper.n_id[:BATCH]]
+    assert out.shape == (BATCH, OUT)
+    check_close(out, expected)
+
+    out.pow(2).sum().backward()
+    expected.pow(2).sum().backward()
+    check_gradients(model, reference)
+
+
+# 2. Sampled fan-outs: hot nodes are not expanded in the last hop -------------
+
+
+def test_last_hop_expands_only_cold_nodes(data):
+    fanouts = [4, 3]
+    loader = OrchNeighborLoader(
+        data, fanouts, input_nodes="paper", batch_size=BATCH, hot_ratio=0.3,
+        hot_method="degree", shuffle=True,
+    )  # fmt: skip
+    model, _ = build(sage, data)
+    OrchModel(model, loader)
+    hot = hot_by_type(loader)
+    degree = {et: relation_degree(data, et) for et in data.edge_types}
+    hot_last = cold_last = hot_earlier = 0
+    torch.manual_seed(2)
+    for _, batch in zip(range(3), loader, strict=False):
+        for node_type in batch.node_types:
+            store = batch[node_type]
+            # hot_index: exactly the frontier nodes of the hot set.
+            is_hot = torch.isin(frontier(store), hot[node_type])
+            assert torch.equal(store.hot_index, is_hot.nonzero().view(-1))
+        for edge_type in batch.edge_types:
+            dst_store = batch[edge_type[2]]
+            first, last = batch[edge_type].num_sampled_edges
+            dst = batch[edge_type].edge_index[1]
+            hop0, hop1, _ = dst_store.num_sampled_nodes
+            hot_local = dst_store.hot_index
+            # Last hop: its destinations are hop-1 nodes, never hot ones.
+            last_dst = dst[first:]
+            assert ((last_dst >= hop0) & (last_dst < hop0 + hop1)).all()
+            assert not torch.isin(last_dst, hot_local).any()
+            # Every cold hop-1 node has min(fan-out, degree) edges, hot ones 0.
+            count = torch.bincount(last_dst - hop0, minlength=hop1)
+            want = degree[edge_type][dst_store.n_id[hop0 : hop0 + hop1]]
+            want = want.clamp(max=fanouts[1])
+            hot1 = hot_local[hot_local >= hop0] - hop0
+            want[hot1] = 0
+            assert torch.equal(count, want)
+            hot_last += int((degree[edge_type][dst_store.n_id[hop0 + hot1]] > 0).sum())
+            cold_last += int(want.sum())
+            # Hop 1: every hop-0 node, hot or cold, keeps min(fan-out, degree).
+            first_dst = dst[:first]
+            assert (first_dst < hop0).all()
+            count = torch.bincount(first_dst, minlength=hop0)
+            want = degree[edge_type][dst_store.n_id[:hop0]].clamp(max=fanouts[0])
+            assert torch.equal(count, want)
+            hot0 = hot_local[hot_local < hop0]
+            hot_earlier += int(count[hot0].sum())
+    # Hot nodes with neighbours were left unexpanded in the last hop, cold
+    # ones expanded, and hot seeds kept their hop-1 edges.
+    assert hot_last > 0 and cold_last > 0 and hot_earlier > 0
+
+
+def test_hot_values_are_full_neighbourhood_aggregates(data):
+    # Each relation's hot_agg is the aggregate of the raw source features over
+    # the whole neighbourhood, with the aggregation of that relation's conv.
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3,
+        hot_method="degree",
+    )  # fmt: skip
+    model, _ = build(hetero_conv, data)
+    OrchModel(model, loader)
+    torch.manual_seed(3)
+    batch = next(iter(loader))
+    checked = set()
+    for edge_type in batch.edge_types:
+        src_type, relation, dst_type = edge_type
+        store = batch[dst_type]
+        nodes = frontier(store)[store.hot_index]
+        src, dst = data[edge_type].edge_index
+        full = scatter(
+            data[src_type].x[src], dst, 0, data[dst_type].num_nodes,
+            reduce=MIXED[relation][1],
+        )  # fmt: skip
+        check_close(batch[edge_type].hot_agg, full[nodes])
+        if nodes.numel():
+            checked.add(MIXED[relation][1])
+    assert checked == {"mean", "sum", "max"}
+
+
+# 3. Per-type hot sets --------------------------------------------------------
+
+
+def test_dict_ratio_makes_only_the_named_types_hot(data):
+    for method in ("degree", "presample"):
+        loader = OrchNeighborLoader(
+            data, [4, 3], input_nodes="paper", batch_size=BATCH,
+            hot_ratio={"paper": 0.2}, hot_method=method,
+        )  # fmt: skip
+        hot = hot_by_type(loader)
+        limit = round(0.2 * data["paper"].num_nodes)
+        if method == "degree":
+            assert hot["paper"].numel() == limit
+        else:
+            assert 0 < hot["paper"].numel() <= limit
+        assert all(hot[t].numel() == 0 for t in data.node_types if t != "paper")
+
+
+def test_float_ratio_makes_every_eligible_type_hot(data):
+    ratio = 0.2
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=ratio,
+        hot_method="degree",
+    )  # fmt: skip
+    hot = hot_by_type(loader)
+    for node_type in data.node_types:
+        degree = in_degree(data, node_type)
+        want = min(round(ratio * degree.numel()), int((degree > 0).sum()))
+        assert want > 0
+        assert hot[node_type].numel() == want, node_type
+    # presample counts frontier appearances: at most the fraction of each
+    # type, and some of each type that shows up in frontiers (institutions,
+    # two hops from papers, are only ever in the last hop).
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=ratio
+    )
+    hot = hot_by_type(loader)
+    for node_type in data.node_types:
+        assert hot[node_type].numel() <= round(ratio * data[node_type].num_nodes)
+    for node_type in ("paper", "author", "field_of_study"):
+        assert hot[node_type].numel() > 0, node_type
+
+
+def test_type_whose_source_has_no_features_cannot_be_hot(data):
+    # institution -> author (rev_affiliated_with): authors' hot values would
+    # need institution features.
+    partial = copy.copy(data)
+    del partial["institution"].x
+    assert "x" in data["institution"]
+    loader = OrchNeighborLoader(
+        partial, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.2,
+        hot_method="degree",
+    )  # fmt: skip
+    hot = hot_by_type(loader)
+    assert hot["author"].numel() == 0
+    for node_type in ("paper", "institution", "field_of_study"):
+        assert hot[node_type].numel() > 0, node_type
+    with pytest.raises(ValueError, match="author"):
+        OrchNeighborLoader(
+            partial, [4, 3], input_nodes="paper", batch_size=BATCH,
+            hot_ratio={"author": 0.2}, hot_method="degree",
+        )  # fmt: skip
+
+
+def test_degree_method_picks_the_highest_in_degree_of_each_type(data):
+    ratio = 0.25
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=ratio,
+        hot_method="degree",
+    )  # fmt: skip
+    hot = hot_by_type(loader)
+    for node_type in data.node_types:
+        degree = in_degree(data, node_type).tolist()
+        size = min(round(ratio * len(degree)), sum(d > 0 for d in degree))
+        # Highest degree first, ties to the lower id.
+        ranked = sorted(range(len(degree)), key=lambda i: (-degree[i], i))
+        assert hot[node_type].tolist() == sorted(ranked[:size]), node_type
+        cold = torch.ones(len(degree), dtype=torch.bool)
+        cold[hot[node_type]] = False
+        degree = torch.tensor(degree)
+        assert degree[hot[node_type]].min() >= degree[cold].max()
+
+
+# 4. Inference ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [sage, hetero_conv], ids=lambda f: f.__name__)
+def test_inference_matches_the_whole_graph_forward(data, make):
+    model, reference = build(make, data)
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3,
+        hot_method="degree",
+    )  # fmt: skip
+    orch = OrchModel(model, loader)
+    out = orch.inference(data)
+    with torch.no_grad():
+        expected = reference(data.x_dict, data.edge_index_dict)
+    assert set(out) == set(expected) == set(data.node_types)
+    for node_type, value in expected.items():
+        check_close(out[node_type], value)
+
+
+# 5. Refusals -----------------------------------------------------------------
+
+
+def test_gat_is_refused_with_hot_nodes_and_exact_without(data):
+    model, reference = build(gat, data)
+    hot = OrchNeighborLoader(
+        data, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=0.2,
+        hot_method="degree",
+    )  # fmt: skip
+    with pytest.raises(NotImplementedError, match="GATConv"):
+        OrchModel(model, hot)
+    loader = OrchNeighborLoader(data, [-1, -1], input_nodes="paper", batch_size=BATCH)
+    orch = OrchModel(model, loader)
+    torch.manual_seed(4)
+    batch = next(iter(loader))
+    out = orch(batch)
+    expected = reference(data.x_dict, data.edge_index_dict)["paper"][
+        batch["paper"].n_id[:BATCH]
+    ]
+    check_close(out, expected)
+    out.pow(2).sum().backward()
+    expected.pow(2).sum().backward()
+    check_gradients(model, reference)
+
+
+def test_bottom_conv_on_transformed_features_is_refused(data):
+    model, _ = build(lambda metadata: HeteroConvNet(metadata, pre_linear=True), data)
+    loader = OrchNeighborLoader(
+        data, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3,
+        hot_method="degree",
+    )  # fmt: skip
+    orch = OrchModel(model, loader)
+    batch = next(iter(loader))
+    assert batch["paper"].hot_index.numel() > 0
+    with pytest.raises(ValueError, match="raw features"):
+        orch(batch)
+
+
+def test_batch_served_for_another_model_is_refused(data):
+    model_a, _ = build(sage, data, seed=0)
+    model_b, _ = build(sage, data, seed=1)
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3,
+        hot_method="degree",
+    )  # fmt: skip
+    orch_a = OrchModel(model_a, loader)
+    orch_b = OrchModel(model_b, loader)
+    batch = next(iter(loader))
+    with pytest.raises(ValueError, match="another model"):
+        orch_a(batch)
+    assert orch_b(batch).shape == (BATCH, OUT)
+
+
+# 6. Resume and prefetch ------------------------------------------------------
+
+
+def test_state_dict_resumes_the_hot_set(data):
+    kwargs = dict(num_neighbors=[4, 3], input_nodes="paper", batch_size=BATCH)
+    loader = OrchNeighborLoader(data, hot_ratio=0.3, **kwargs)
+    model, _ = build(sage, data)
+    orch = OrchModel(model, loader)
+    state = loader.state_dict()
+    torch.manual_seed(5)
+    batch = next(iter(loader))
+    out = orch(batch)
+
+    fresh = OrchNeighborLoader(data, hot_ratio=0.0, **kwargs)
+    assert fresh.hot is None
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.hot.nodes, loader.hot.nodes)
+    # The model as a checkpoint restores it: a new one, same weights.
+    restored, _ = build(sage, data, seed=9)
+    restored.load_state_dict(model.state_dict())
+    orch_restored = OrchModel(restored, fresh)
+    torch.manual_seed(5)
+    again = next(iter(fresh))
+    hot_types = [t for t in batch.node_types if "hot_index" in batch[t]]
+    assert "paper" in hot_types
+    assert hot_types == [t for t in again.node_types if "hot_index" in again[t]]
+    for node_type in batch.node_types:
+        assert torch.equal(again[node_type].n_id, batch[node_type].n_id)
+    for node_type in hot_types:
+        assert torch.equal(again[node_type].hot_index, batch[node_type].hot_index)
+    assert batch["paper"].hot_index.numel() > 0
+    for edge_type in batch.edge_types:
+        if "hot_agg" in batch[edge_type]:
+            assert torch.equal(again[edge_type].hot_agg, batch[edge_type].hot_agg)
+    assert torch.equal(orch_restored(again), out)
+
+
+def test_prefetch_yields_every_seed_once_and_exact_outputs(data):
+    model, reference = build(sage, data)
+    with torch.no_grad():
+        expected = reference(data.x_dict, data.edge_index_dict)["paper"]
+    torch.manual_seed(6)
+    with OrchNeighborLoader(
+        data, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3,
+        hot_method="degree", shuffle=True, prefetch=2,
+    ) as loader:  # fmt: skip
+        orch = OrchModel(model, loader)
+        seeds, hot = [], 0
+        for batch in loader:
+            paper = batch["paper"]
+            with torch.no_grad():
+                out = orch(batch)
+            ids = paper.n_id[: paper.batch_size]
+            check_close(out, expected[ids])
+            seeds.append(ids)
+            hot += paper.hot_index.numel()
+    assert hot > 0
+    seeds = torch.cat(seeds)
+    assert torch.equal(seeds.sort().values, torch.arange(data["paper"].num_nodes))
+    assert not torch.equal(seeds, torch.arange(data["paper"].num_nodes))

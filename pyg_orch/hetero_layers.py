@@ -302,7 +302,7 @@ class HeteroLayers:
             cold = cold_rows(num_dst, hot_index)[dst]
             src, dst = src[cold], dst[cold]
             self._hot_rows = (hot_index, forward.hot_agg[relation])
-        inputs = (x_src[:num_src], x_dst[:num_dst])
+        inputs = (_rows(x_src, num_src), _rows(x_dst, num_dst))
         if isinstance(conv.aggr, str) and conv.aggr in FUSED:
             ones = x_src.new_ones(src.numel())
             adjacency = csr_adjacency(src, dst, ones, num_dst, num_src)
@@ -387,3 +387,9 @@ def _seed_rows(batch: HeteroData, out: Any, nodes: dict[str, list[int]]) -> Any:
         for node_type, value in out.items()
         if nodes.get(node_type, [0])[0] > 0
     }
+
+
+def _rows(x: Tensor, count: int) -> Tensor:
+    # The first rows of x; x itself when that is all of them, which spares
+    # the backward pass a zero-filled gradient of x's size per relation.
+    return x if x.size(0) == count else x[:count]

@@ -204,8 +204,11 @@ class OrchModel(torch.nn.Module):
     r"""Wraps a PyG :class:`~torch_geometric.nn.models.basic_gnn.BasicGNN`
     (:class:`~torch_geometric.nn.models.GraphSAGE`,
     :class:`~torch_geometric.nn.models.GCN`,
-    :class:`~torch_geometric.nn.models.GIN`) for
-    :class:`~pyg_orch.OrchNeighborLoader` batches.
+    :class:`~torch_geometric.nn.models.GIN`), a
+    :func:`~torch_geometric.nn.to_hetero` model or a model of
+    :class:`~torch_geometric.nn.conv.HeteroConv` layers for
+    :class:`~pyg_orch.OrchNeighborLoader` and
+    :class:`~pyg_orch.OrchLinkNeighborLoader` batches.
 
     Layer :math:`l` is computed only for the rows layer :math:`l+1` needs
     (bipartite ``(x_src, x_dst)`` calls on a CSR adjacency, so no message row
@@ -228,8 +231,16 @@ class OrchModel(torch.nn.Module):
     then computed on the CPU from a snapshot of its weights, at most
     ``loader.staleness`` training steps old, and treated as constants.
 
+    A heterogeneous model runs through hooks on its relation convs (see
+    :mod:`pyg_orch.hetero_layers`): each computes only the rows its layer
+    needs, and in the bottom layer each hot node's aggregation over each
+    relation is its cached full-neighbourhood aggregate of that relation,
+    exact as above. Relations whose bottom conv aggregates with weights are
+    refused with hot nodes (heterogeneous graphs have no embedding mode yet).
+
     Raises:
-        TypeError: ``model`` is not a ``BasicGNN``, or the loader's features
+        TypeError: ``model`` is neither a ``BasicGNN`` nor has a conv per
+            relation, or the loader's features
             have another dtype than its parameters (see
             :func:`~pyg_orch.model.check_dtype`).
         NotImplementedError: the loader's explicitly chosen ``cache`` mode
@@ -358,14 +369,18 @@ class OrchModel(torch.nn.Module):
         return next(self.model.parameters()).dtype
 
     def forward(self, batch: Data) -> Tensor:
-        """Predictions for the seed nodes of ``batch``.
+        """Predictions (or embeddings) for the seed nodes of ``batch``.
 
         Args:
-            batch: a mini-batch of :class:`~pyg_orch.OrchNeighborLoader`
-                (directional sampling, so it has per-hop counts), on any device.
+            batch: a mini-batch of :class:`~pyg_orch.OrchNeighborLoader` or
+                :class:`~pyg_orch.OrchLinkNeighborLoader` (directional
+                sampling, so it has per-hop counts), on any device.
 
         Returns:
-            ``[batch.batch_size, out_channels]``.
+            ``[batch.batch_size, out_channels]`` for node batches; for link
+            batches the rows of the seed nodes, which ``edge_label_index``
+            indexes. On a heterogeneous graph: the seed type's rows, or for
+            link batches a dict of each seed type's rows.
         """
         device = self.device
         if self._hetero is not None:

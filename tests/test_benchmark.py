@@ -105,6 +105,20 @@ def test_epoch_benchmark_runs_the_hetero_and_link_tasks(capsys, task, graph, bas
     assert nodes[0] == nodes[1] > nodes[2]
 
 
+@pytest.mark.slow
+def test_accuracy_benchmark_compares_plain_pyg_on_the_hetero_graph(capsys):
+    argv = ["accuracy", "--hetero", "--scale", "0.002", "--seeds", "0", "1"]
+    argv += ["--epochs", "2", "--num-neighbors", "5", "5", "--batch-size", "64"]
+    assert main([*argv, "--hidden-channels", "16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith("| synthetic ogbn-mag")]
+    assert len(rows) == 1, lines
+    cells = rows[0].split("|")
+    plain, hot = (float(cell.split("±")[0]) for cell in cells[3:5])
+    # 16 classes: chance is 6.25 %; both learn from the labels' homophily.
+    assert plain > 12.5 and hot > 12.5, rows[0]
+
+
 def test_accuracy_benchmark_prints_a_row_per_model(capsys):
     argv = ["accuracy", "--models", "sage", "gcn", "--seeds", "0", "--epochs", "1"]
     assert main([*argv, "--num-neighbors", "5", "5", "--hidden-channels", "16"]) == 0

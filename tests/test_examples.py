@@ -193,8 +193,10 @@ def test_train_ogbn_mag_trains_with_hot_vertices(tmp_path, mag, capsys):
 
 
 @pytest.mark.slow
-def test_link_prediction():
-    result = _run("link_prediction.py", "--epochs", "1", "--no-progress")
+@pytest.mark.parametrize("hot_ratio", ["0", "0.2"])
+def test_link_prediction(hot_ratio):
+    args = ["--epochs", "1", "--no-progress", "--hot-ratio", hot_ratio]
+    result = _run("link_prediction.py", *args)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     assert "cora: 2,708 nodes" in result.stdout

@@ -684,6 +684,14 @@ class HotServing:
     """What a loader with hot vertices exposes of them (a mixin).
 
     The loader sets ``self._hot_vertices``, its :class:`HotVertices`.
+
+    Example:
+        >>> from pyg_orch import OrchLinkNeighborLoader
+        >>> from pyg_orch.datasets import load_cora
+        >>> loader = OrchLinkNeighborLoader(load_cora(), [5], batch_size=64,
+        ...                                 hot_ratio=0.1, hot_method="degree")
+        >>> isinstance(loader, HotServing), loader.hot_ratio, loader.cache.num_hot
+        (True, 0.1, 271)
     """
 
     _hot_vertices: HotVertices

@@ -178,19 +178,12 @@ class HeteroLayers:
 
         Each relation conv aggregates over every node's whole neighbourhood
         with the Numba kernels, one layer at a time (no message row per edge).
-
-        Raises:
-            NotImplementedError: a relation conv the kernels cannot aggregate
-                for (its messages depend on weights).
+        A model with a relation conv the kernels cannot aggregate for (its
+        messages depend on weights) runs as the plain model on the whole
+        graph instead.
         """
-        unserved = [
-            relation
-            for name, conv in self.model.named_modules()
-            if isinstance(conv, MessagePassing)
-            and (relation := relation_of(name)) is not None
-            and cache_kind(conv) in (None, "gcn")
-        ]
-        if unserved:
+        convs = relation_convs(self.model)
+        if any(cache_kind(conv) in (None, "gcn") for _, conv in convs):
             return self.model(
                 {t: v.to(device) for t, v in data.x_dict.items()},
                 {r: v.to(device) for r, v in data.edge_index_dict.items()},

@@ -80,16 +80,22 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
     manager, or call :meth:`close`, to stop its threads early.
 
     Args:
-        data: the graph, a :class:`~torch_geometric.data.Data` object. Its
-            features ``x`` may be a NumPy array (an :class:`numpy.memmap`
-            too), which is read in place.
+        data: the graph, a :class:`~torch_geometric.data.Data` or
+            :class:`~torch_geometric.data.HeteroData` object. Its features
+            ``x`` may be a NumPy array (an :class:`numpy.memmap` too), which
+            is read in place.
         num_neighbors: neighbours to sample per node, one entry per hop
             (``-1``: all of them).
-        hot_ratio: fraction of all vertices to make hot, in ``[0, 1]``.
+        hot_ratio: fraction of all vertices to make hot, in ``[0, 1]``; on a
+            heterogeneous graph, of each node type's vertices, or a dict of
+            fractions per node type (see :mod:`pyg_orch.relation_cache`).
         hot_method: ``"presample"`` (count frontier appearances over
             ``presample_epochs`` sampled epochs) or ``"degree"`` (in-degree).
         hot: a precomputed hot set (a :class:`~pyg_orch.hotness.HotSet`, node
-            ids, or a boolean mask) to use instead of choosing one.
+            ids, or a boolean mask) to use instead of choosing one; on a
+            heterogeneous graph, ids number the node types back to back, in
+            the sampler's order (see
+            :func:`~pyg_orch.hotness.presample_counts`).
         presample_epochs: epochs sampled by ``presample``.
         cache: ``"static"``, ``"resample"`` or ``"embedding"``; ``None``
             means static unless the model needs embedding mode.

@@ -203,8 +203,16 @@ def check_gradients(model, reference):
 # 1. Exactness with fan-out -1 -----------------------------------------------
 
 
+# Every model hot in every type runs with the README's pytest; the per-type
+# and cold variants (seconds each) run with the slow tests.
 @pytest.mark.parametrize(
-    "hot_ratio", [0.3, {"paper": 0.3}, 0.0], ids=["all", "papers", "none"]
+    "hot_ratio",
+    [
+        0.3,
+        pytest.param({"paper": 0.3}, marks=pytest.mark.slow),
+        pytest.param(0.0, marks=pytest.mark.slow),
+    ],
+    ids=["all", "papers", "none"],
 )
 @pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
 def test_exact_forward_and_gradients_against_whole_graph(data, make, hot_ratio):
@@ -422,6 +430,7 @@ def test_inference_matches_the_whole_graph_forward(data, make):
 # 5. Refusals -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gat_is_refused_with_hot_nodes_and_exact_without(data):
     model, reference = build(gat, data)
     hot = OrchNeighborLoader(

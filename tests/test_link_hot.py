@@ -35,7 +35,7 @@ def gradients(model):
 
 
 @pytest.mark.parametrize("make", [GraphSAGE, GIN], ids=["sage", "gin"])
-@pytest.mark.parametrize("hot_ratio", [0.0, 0.3])
+@pytest.mark.parametrize("hot_ratio", [pytest.param(0.0, marks=pytest.mark.slow), 0.3])
 def test_link_batches_match_the_whole_graph_forward_and_gradients(
     cora, make, hot_ratio
 ):

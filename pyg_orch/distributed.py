@@ -474,7 +474,7 @@ def distributed_loader(
         seed: the shuffle seed every rank shares.
         hot: the hot node ids, the same on every rank.
         hot_values: ``{kind: values}`` for ``hot``; the kind must be the
-            bottom conv's (:func:`pyg_orch.model.cache_kind`).
+            bottom conv's (:func:`pyg_orch.convs.cache_kind`).
         sampler: a sampler to reuse (default: ``graph.sampler(num_neighbors)``).
         **kwargs: other :class:`~pyg_orch.OrchNeighborLoader` arguments
             (``prefetch``, ``device``, ...), not ``batch_size``/``shuffle``.

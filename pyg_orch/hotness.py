@@ -227,7 +227,7 @@ def in_degree(colptr: Tensor) -> Tensor:
 def node_in_degree(sampler: OrchNeighborSampler) -> Tensor:
     """In-degree of every node, over all relations on a heterogeneous graph.
 
-    Numbered as :func:`presample_counts` numbers nodes.
+    Numbered as :func:`~pyg_orch.hotness.presample_counts` numbers nodes.
 
     Example:
         >>> from torch_geometric.data import Data
@@ -302,11 +302,13 @@ def select_hot(
         progress: show a tqdm bar for ``presample`` on large inputs.
         input_type: the seeds' node type on a heterogeneous graph.
         ranges: on a heterogeneous graph, the node types that may be hot and
-            the ``[start, end)`` of their ids (see :func:`presample_counts`).
+            the ``[start, end)`` of their ids (see
+            :func:`~pyg_orch.hotness.presample_counts`).
         neg_sampling: the negatives sampled with seed edges.
 
     Returns:
-        The :class:`HotSet`, in the numbering of :func:`presample_counts`.
+        The :class:`HotSet`, its ids numbered as
+        :func:`~pyg_orch.hotness.presample_counts` numbers nodes.
 
     Example:
         >>> from torch_geometric.data import Data

@@ -71,7 +71,8 @@ def relation_convs(model: torch.nn.Module) -> list[tuple[EdgeType, MessagePassin
 class _Forward:
     # What one forward pass needs: the batch's per-hop counts, its edges (to
     # tell which relation a conv runs on), its raw features (to check the
-    # bottom layer reads them), and its hot rows and values.
+    # bottom layer reads them), its hot rows and values, and the bottom
+    # layer's cold-row mask of each node type (made once, for all its relations).
     num_layers: int
     nodes: dict[str, list[int]]
     edges: dict[EdgeType, list[int]]
@@ -83,6 +84,13 @@ class _Forward:
     # of every layer then gets its full-neighbourhood aggregate.
     whole: dict[EdgeType, tuple[Tensor, Tensor]] | None = None
     calls: dict[EdgeType, int] = field(default_factory=dict)
+    cold: dict[str, Tensor] = field(default_factory=dict)
+
+    def cold_mask(self, node_type: str, num_dst: int) -> Tensor:
+        """The bottom layer's mask of the ``num_dst`` rows of ``node_type`` not hot."""
+        if node_type not in self.cold:
+            self.cold[node_type] = cold_rows(num_dst, self.hot_index[node_type])
+        return self.cold[node_type]
 
     def relation(self, edge_index: Any) -> EdgeType:
         for edge_type, tensor in self.edge_index.items():
@@ -290,11 +298,10 @@ class HeteroLayers:
         src, dst = edge_index[:, : sum(forward.edges[relation][:hops])]
         if layer == 0 and relation in forward.hot_agg:
             self._check_bottom(conv, relation, x_src, forward)
-            hot_index = forward.hot_index[target]
             # Hot rows come from the cache: their sampled edges are not needed.
-            cold = cold_rows(num_dst, hot_index)[dst]
+            cold = forward.cold_mask(target, num_dst)[dst]
             src, dst = src[cold], dst[cold]
-            self._hot_rows = (hot_index, forward.hot_agg[relation])
+            self._hot_rows = (forward.hot_index[target], forward.hot_agg[relation])
         inputs = (_rows(x_src, num_src), _rows(x_dst, num_dst))
         if isinstance(conv.aggr, str) and conv.aggr in FUSED:
             ones = x_src.new_ones(src.numel())

@@ -12,7 +12,11 @@ from torch_geometric.loader import LinkNeighborLoader
 from pyg_orch.hot import HotServing, HotVertices, hot_features
 from pyg_orch.hotness import HotSet, check_hot_method
 from pyg_orch.sampling import OrchNeighborSampler
-from pyg_orch.validation import check_heterogeneous, check_hot_type
+from pyg_orch.validation import (
+    check_heterogeneous,
+    check_hot_type,
+    check_presample_epochs,
+)
 
 # LinkNeighborLoader's parameters, to read arguments given by position.
 _PARAMETERS = inspect.signature(LinkNeighborLoader.__init__)
@@ -137,7 +141,4 @@ def _check_hot_arguments(
         )
     check_hot_method(hot_method)
     check_hot_type(hot)
-    if not isinstance(presample_epochs, int) or presample_epochs < 1:
-        raise ValueError(
-            f"presample_epochs must be an int >= 1, got {presample_epochs!r}"
-        )
+    check_presample_epochs(presample_epochs)

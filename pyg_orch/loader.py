@@ -405,7 +405,10 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
 
 def _features(data: Any, read_by_kernels: bool) -> Tensor | None:
     # NumPy features (an np.memmap: features on disk) are viewed, not copied.
-    # The kernels of hot vertices and device= read C-contiguous rows, so a
-    # strided view (e.g. the column slice x[:, :k]) is copied once, here.
-    x = feature_tensor(getattr(data, "x", None))
-    return x.contiguous() if x is not None and read_by_kernels else x
+    # The kernels of hot vertices and device= read C-contiguous rows, as
+    # hot_features gives them; otherwise a strided view (e.g. the column
+    # slice x[:, :k]) is not copied. A heterogeneous graph's x here is its
+    # global one, which no kernel reads (its hot vertices get hot_features).
+    if read_by_kernels and not isinstance(data, HeteroData):
+        return hot_features(data)
+    return feature_tensor(getattr(data, "x", None))

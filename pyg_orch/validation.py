@@ -128,6 +128,29 @@ def check_batch_size(batch_size: Any) -> None:
         )
 
 
+def check_presample_epochs(presample_epochs: Any) -> None:
+    """Checks that ``presample_epochs`` is an int >= 1.
+
+    Args:
+        presample_epochs: epochs sampled by ``hot_method="presample"``.
+
+    Raises:
+        ValueError: it is not.
+
+    Example:
+        >>> check_presample_epochs(2)
+        >>> check_presample_epochs(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: presample_epochs must be an int >= 1 (sampled epochs that count how often each vertex is in a frontier), got 0
+    """  # noqa: E501 - a doctest's output is one line
+    if not _is_int(presample_epochs) or presample_epochs < 1:
+        raise ValueError(
+            f"presample_epochs must be an int >= 1 (sampled epochs that count "
+            f"how often each vertex is in a frontier), got {presample_epochs!r}"
+        )
+
+
 def check_device(device: Any) -> torch.device | None:
     """Checks that ``device`` names a device that exists here.
 
@@ -712,11 +735,7 @@ def check_loader_arguments(
     hetero = check_heterogeneous(data, hot_ratio)
     check_hot_method(hot_method)
     check_hot_type(hot)
-    if not _is_int(presample_epochs) or presample_epochs < 1:
-        raise ValueError(
-            f"presample_epochs must be an int >= 1 (sampled epochs that count "
-            f"how often each vertex is in a frontier), got {presample_epochs!r}"
-        )
+    check_presample_epochs(presample_epochs)
     if staleness is None and _is_int(super_batch):
         staleness = 2 * super_batch - 1
     # A bad super_batch is named before staleness is looked at.

@@ -153,6 +153,15 @@ def hot_by_type(loader):
     }
 
 
+def hot_by_degree(data, ratio):
+    """The hot nodes per type of a degree-method loader of paper seeds."""
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=ratio,
+        hot_method="degree",
+    )  # fmt: skip
+    return hot_by_type(loader)
+
+
 def in_degree(data, node_type):
     """In-degree of every node of ``node_type``, summed over its relations."""
     degree = torch.zeros(data[node_type].num_nodes, dtype=torch.long)
@@ -345,11 +354,7 @@ def test_dict_ratio_makes_only_the_named_types_hot(data):
 
 def test_float_ratio_makes_every_eligible_type_hot(data):
     ratio = 0.2
-    loader = OrchNeighborLoader(
-        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=ratio,
-        hot_method="degree",
-    )  # fmt: skip
-    hot = hot_by_type(loader)
+    hot = hot_by_degree(data, ratio)
     for node_type in data.node_types:
         degree = in_degree(data, node_type)
         want = min(round(ratio * degree.numel()), int((degree > 0).sum()))
@@ -391,11 +396,7 @@ def test_type_whose_source_has_no_features_cannot_be_hot(data):
 
 def test_degree_method_picks_the_highest_in_degree_of_each_type(data):
     ratio = 0.25
-    loader = OrchNeighborLoader(
-        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=ratio,
-        hot_method="degree",
-    )  # fmt: skip
-    hot = hot_by_type(loader)
+    hot = hot_by_degree(data, ratio)
     for node_type in data.node_types:
         degree = in_degree(data, node_type).tolist()
         size = min(round(ratio * len(degree)), sum(d > 0 for d in degree))

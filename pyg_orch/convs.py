@@ -6,8 +6,10 @@ Shared by the homogeneous and heterogeneous model wrappers.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn import GCNConv, GINConv, GraphConv, SAGEConv
 
@@ -43,6 +45,81 @@ def cache_kind(conv: torch.nn.Module) -> str | None:
     return None
 
 
+# Convs whose computation around the aggregation conv_output repeats.
+_OWN_FORMULA = (SAGEConv, GraphConv, GINConv)
+
+
+# MessagePassing's own hooks: a conv with any runs through propagate.
+_PROPAGATE_HOOKS = tuple(
+    f"_{stage}_forward{when}_hooks"
+    for stage in ("propagate", "message", "aggregate", "message_and_aggregate")
+    for when in ("_pre", "")
+)
+
+
+def fused_kind(conv: torch.nn.Module, own_hook: Any = None) -> str | None:
+    """The aggregation ``OrchModel`` computes itself for ``conv``, or ``None``.
+
+    For these convs the wrappers aggregate with
+    :func:`~pyg_orch.aggregation.aggregate_neighbours` and apply the conv's
+    own layers with :func:`conv_output`, instead of calling the conv (whose
+    ``propagate`` would go through ``torch.sparse.mm``). Subclasses, convs
+    with hooks (but ``own_hook``, the caller's) and convs being explained
+    keep PyG's own path, so that everything they observe still happens.
+
+    Example:
+        >>> fused_kind(SAGEConv(8, 4)), fused_kind(GCNConv(8, 4))
+        ('mean', None)
+    """
+    if type(conv) not in _OWN_FORMULA or conv.explain:
+        return None
+    if conv._forward_hooks or conv._forward_pre_hooks:
+        return None
+    for name in _PROPAGATE_HOOKS:
+        if any(hook != own_hook for hook in getattr(conv, name).values()):
+            return None
+    kind = cache_kind(conv)
+    return kind if kind in ("sum", "mean", "max") else None
+
+
+def conv_output(conv: torch.nn.Module, aggregation: Tensor, x_dst: Tensor) -> Tensor:
+    """What ``conv`` computes from its neighbour ``aggregation`` and root rows.
+
+    The part of the conv's ``forward`` after ``propagate``, for the convs of
+    :func:`fused_kind`.
+
+    Example:
+        >>> conv = GraphConv(2, 3)
+        >>> x, edges = torch.ones(2, 2), torch.tensor([[0], [1]])
+        >>> agg = torch.tensor([[0.0, 0.0], [1.0, 1.0]])
+        >>> torch.allclose(conv_output(conv, agg, x), conv(x, edges))
+        True
+    """
+    if isinstance(conv, SAGEConv):
+        out = conv.lin_l(aggregation)
+        if conv.root_weight:
+            out = out + conv.lin_r(x_dst)
+        return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
+    if isinstance(conv, GraphConv):
+        return conv.lin_rel(aggregation) + conv.lin_root(x_dst)
+    return conv.nn(aggregation + (1 + conv.eps) * x_dst)
+
+
+def sort_by_destination(src: Tensor, dst: Tensor, *values: Tensor) -> tuple:
+    """``(src, dst, *values)`` ordered by ``dst`` (stable), as given if already."""
+    if dst.numel() > 1 and bool((dst[1:] < dst[:-1]).any()):
+        order = torch.argsort(dst, stable=True)
+        return (src[order], dst[order], *(value[order] for value in values))
+    return (src, dst, *values)
+
+
+def row_pointers(dst: Tensor, num_dst: int) -> Tensor:
+    """CSR row pointers ``[num_dst + 1]`` of edges sorted by ``dst``."""
+    rowptr = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
+    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=rowptr[1:])
+    return rowptr
+
+
 def csr_adjacency(
     src: Tensor, dst: Tensor, weight: Tensor, num_dst: int, num_src: int
 ) -> Tensor:
@@ -50,14 +127,11 @@ def csr_adjacency(
 
     ``weight`` holds the entries, in the dtype of the features they multiply.
     """
-    if dst.numel() > 1 and bool((dst[1:] < dst[:-1]).any()):
-        order = torch.argsort(dst, stable=True)
-        src, dst, weight = src[order], dst[order], weight[order]
-    crow = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
-    torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=crow[1:])
+    src, dst, weight = sort_by_destination(src, dst, weight)
     return torch.sparse_csr_tensor(
-        crow, src, weight, (num_dst, num_src), check_invariants=False
-    )
+        row_pointers(dst, num_dst), src, weight, (num_dst, num_src),
+        check_invariants=False,
+    )  # fmt: skip
 
 
 def cold_rows(num_rows: int, hot_index: Tensor) -> Tensor:

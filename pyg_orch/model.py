@@ -18,7 +18,17 @@ from torch_geometric.nn.norm import BatchNorm, DiffGroupNorm, InstanceNorm, Laye
 from torch_geometric.sampler.utils import to_csc
 from tqdm.auto import tqdm
 
-from pyg_orch.convs import FUSED, cache_kind, cold_rows, csr_adjacency
+from pyg_orch.aggregation import aggregate_neighbours
+from pyg_orch.convs import (
+    FUSED,
+    cache_kind,
+    cold_rows,
+    conv_output,
+    csr_adjacency,
+    fused_kind,
+    row_pointers,
+    sort_by_destination,
+)
 from pyg_orch.hetero_layers import HeteroLayers
 from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 from pyg_orch.loader import OrchNeighborLoader
@@ -210,9 +220,11 @@ class OrchModel(torch.nn.Module):
     :class:`~pyg_orch.OrchNeighborLoader` and
     :class:`~pyg_orch.OrchLinkNeighborLoader` batches.
 
-    Layer :math:`l` is computed only for the rows layer :math:`l+1` needs
-    (bipartite ``(x_src, x_dst)`` calls on a CSR adjacency, so no message row
-    per edge is materialised). In the bottom layer, the aggregation of every
+    Layer :math:`l` is computed only for the rows layer :math:`l+1` needs,
+    and no message row per edge is materialised: ``SAGEConv``, ``GraphConv``
+    and ``GINConv`` aggregate with pyg_orch's Numba kernels, forward and
+    backward (:func:`~pyg_orch.aggregation.aggregate_neighbours`); other
+    convs get bipartite ``(x_src, x_dst)`` calls on a CSR adjacency. In the bottom layer, the aggregation of every
     hot frontier node is the cached full-neighbourhood aggregate ``hot_agg``
     of the batch; the wrapped model's current weights are applied to it, so
     forward pass and gradients are exact. Returns predictions for the seed
@@ -408,7 +420,9 @@ class OrchModel(torch.nn.Module):
         for layer in range(num_layers):
             num_dst = sum(nodes_per_hop[: num_layers - layer])
             num_edges = sum(edges_per_hop[: num_layers - layer])
-            x = x[: sum(nodes_per_hop[: num_layers - layer + 1])]
+            num_src = sum(nodes_per_hop[: num_layers - layer + 1])
+            # A slice of all rows would cost a gradient of all rows in backward.
+            x = x[:num_src] if x.size(0) != num_src else x
             edges = (src[:num_edges], dst[:num_edges])
             if layer > 0 or hot is None:
                 x = self._layer(layer, x, num_dst, edges, gcn_weight, None)
@@ -476,6 +490,9 @@ class OrchModel(torch.nn.Module):
         conv = self.model.convs[layer]
         if self.kinds[layer] == "gcn":
             return self._gcn_layer(conv, x, num_dst, gcn_weight, hot)
+        kind = fused_kind(conv, own_hook=self._inject_hot_rows)
+        if kind is not None:
+            return _fused_conv(conv, kind, x, num_dst, edges, hot)
         return self._conv(conv, x, num_dst, edges, hot)
 
     def _embedded_layer(self, x, num_dst, edges, gcn_weight, hot) -> Tensor:
@@ -611,6 +628,24 @@ class OrchModel(torch.nn.Module):
             layer, x, x.size(0), (no_edges, no_edges), empty_gcn, (everything, agg)
         )
         return self._between_layers(layer, out)
+
+
+def _fused_conv(conv, kind: str, x: Tensor, num_dst: int, edges, hot) -> Tensor:
+    # The conv's aggregation by pyg_orch's own kernels, then its layers.
+    src, dst = edges
+    hot_index = hot_value = None
+    if hot is not None:
+        # Hot rows come from the cache: their sampled edges are not needed.
+        hot_index, hot_value = hot
+        cold = cold_rows(num_dst, hot_index)[dst]
+        src, dst = src[cold], dst[cold]
+        if hot_value is None:  # their whole output is given later
+            hot_index = None
+    src, dst = sort_by_destination(src, dst)
+    aggregation, x_dst = aggregate_neighbours(
+        x, row_pointers(dst, num_dst), src, kind, hot_index, hot_value
+    )
+    return conv_output(conv, aggregation, x_dst)
 
 
 def _relation_kinds(layers: HeteroLayers, loader: Any) -> dict[Any, str]:

@@ -8,6 +8,17 @@ from torch_geometric.nn import GAT, GCN, GIN, GraphSAGE
 from pyg_orch import OrchModel, OrchNeighborLoader
 
 HOT_MODELS = {"sage": GraphSAGE, "gin": GIN}
+# Every aggregation and option of the convs OrchModel aggregates itself.
+VARIANTS = {
+    "sage": lambda *a, **k: GraphSAGE(*a, **k),
+    "gin": lambda *a, **k: GIN(*a, **k),
+    "sage_max": lambda *a, **k: GraphSAGE(*a, aggr="max", **k),
+    "sage_sum": lambda *a, **k: GraphSAGE(*a, aggr="sum", **k),
+    "sage_normalized_no_root": lambda *a, **k: GraphSAGE(
+        *a, normalize=True, root_weight=False, **k
+    ),
+    "gin_train_eps": lambda *a, **k: GIN(*a, train_eps=True, **k),
+}
 
 
 def graph(seed: int = 5):
@@ -23,14 +34,14 @@ def hot_loader(data, ratio=0.3, num_neighbors=(-1, -1), **kwargs):
     )
 
 
-@pytest.mark.parametrize("name", list(HOT_MODELS))
+@pytest.mark.parametrize("name", list(VARIANTS))
 def test_hot_batches_at_full_fanout_equal_the_plain_model_on_the_whole_graph(name):
     # At fan-out -1 a batch holds every seed's whole neighbourhood, so the
     # seeds' outputs and gradients are those of plain PyG on the whole graph.
     data = graph()
     torch.manual_seed(1)
-    model = HOT_MODELS[name](data.num_features, 16, num_layers=2, out_channels=4)
-    loader = hot_loader(data)
+    model = VARIANTS[name](data.num_features, 16, num_layers=3, out_channels=4)
+    loader = hot_loader(data, num_neighbors=(-1, -1, -1))
     orch = OrchModel(model, loader)
     for batch in list(loader)[:3]:
         assert batch.hot_index.numel() > 0
@@ -44,6 +55,27 @@ def test_hot_batches_at_full_fanout_equal_the_plain_model_on_the_whole_graph(nam
         torch.testing.assert_close(orch(batch), expected, atol=1e-5, rtol=1e-4)
         for grad, parameter in zip(grads, model.parameters(), strict=True):
             torch.testing.assert_close(grad, parameter.grad, atol=1e-4, rtol=1e-3)
+
+
+def test_a_conv_with_hooks_runs_through_pyg_and_gives_the_same_numbers():
+    # OrchModel aggregates known convs itself, which skips MessagePassing's
+    # hooks: a conv with any keeps PyG's path, and the numbers do not change.
+    data = graph()
+    torch.manual_seed(1)
+    model = GraphSAGE(data.num_features, 16, num_layers=2, out_channels=4)
+    loader = hot_loader(data, num_neighbors=(5, 5))
+    orch = OrchModel(model, loader)
+    batch = next(iter(loader))
+    fused = orch(batch)
+    seen = []
+    model.convs[0].register_forward_hook(
+        lambda module, inputs, output: seen.append("forward")
+    )
+    model.convs[1].register_message_and_aggregate_forward_hook(
+        lambda module, inputs, output: seen.append("message_and_aggregate")
+    )
+    torch.testing.assert_close(orch(batch), fused, atol=1e-5, rtol=1e-5)
+    assert seen == ["forward", "message_and_aggregate"]
 
 
 def test_a_hot_loader_no_model_serves_refuses_to_yield_batches():

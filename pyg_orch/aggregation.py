@@ -1,0 +1,128 @@
+"""Neighbour aggregation of a mini-batch layer, with its gradient.
+
+:func:`aggregate_neighbours` is what ``OrchModel`` computes in place of a
+PyG conv's ``propagate`` for the convs it knows (see
+:func:`pyg_orch.convs.fused_kind`): on the CPU, the Numba kernels of
+:mod:`pyg_orch.kernels.aggregate` (forward, over the destinations' rows) and
+:mod:`pyg_orch.kernels.gradient` (backward, every gradient row written once);
+on other devices, torch's own sparse and scatter operations.
+
+It also returns the destinations' own rows ``x[:num_dst]``, whose gradient its
+backward adds into the sources' gradient as it writes it, where PyG's slice
+would allocate a second zero-filled gradient of all source rows, and autograd
+add the two.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.utils import scatter
+
+from pyg_orch.kernels.aggregate import aggregate
+from pyg_orch.kernels.gradient import aggregate_gradient
+
+__all__ = ["aggregate_neighbours"]
+
+
+class _Aggregate(torch.autograd.Function):
+    # forward(x, rowptr, col, kind, num_dst, hot_index, hot_value)
+    #   -> (aggregation [num_dst, F], x[:num_dst])
+
+    @staticmethod
+    def forward(ctx, x, rowptr, col, kind, num_dst, hot_index, hot_value):
+        x = x.contiguous()
+        out = x.new_empty(num_dst, x.size(1))
+        aggregate(
+            rowptr.numpy(), col.numpy(), x.detach().numpy(),
+            np.arange(num_dst), kind, out.numpy(),
+        )  # fmt: skip
+        if hot_index is not None:
+            # Hot rows have no edges here: their value is given.
+            out[hot_index] = hot_value.to(out.dtype)
+        ctx.kind, ctx.num_dst, ctx.num_src = kind, num_dst, x.size(0)
+        saved = (x, out) if kind == "max" else ()
+        ctx.save_for_backward(rowptr, col, *saved)
+        return out, x[:num_dst]
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_root):
+        if not ctx.needs_input_grad[0]:
+            return (None,) * 7
+        rowptr, col, *saved = ctx.saved_tensors
+        # Every row is written: no zero fill.
+        grad_x = grad_out.new_empty(ctx.num_src, grad_out.size(1))
+        root = None if grad_root is None else grad_root.contiguous().numpy()
+        x, out = (t.detach().numpy() for t in saved) if saved else (None, None)
+        aggregate_gradient(
+            rowptr.numpy(), col.numpy(), grad_out.contiguous().numpy(),
+            ctx.kind, grad_x.numpy(), root, x, out,
+        )  # fmt: skip
+        return grad_x, None, None, None, None, None, None
+
+
+def aggregate_neighbours(
+    x: Tensor,
+    rowptr: Tensor,
+    col: Tensor,
+    kind: str,
+    hot_index: Tensor | None = None,
+    hot_value: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The ``kind`` aggregation of each destination's sources, and its own rows.
+
+    Destination ``i`` (one of the first ``num_dst = rowptr.numel() - 1`` rows
+    of ``x``) aggregates ``x[col[rowptr[i]:rowptr[i + 1]]]`` as PyG's
+    ``scatter`` does: ``"sum"``, ``"mean"``, or ``"max"``; a row without
+    sources gets zeros. Differentiable with respect to ``x``.
+
+    Args:
+        x: ``[S, F]`` source rows, float32 or float64; the destinations are
+            its first ``num_dst`` rows.
+        rowptr: int64 ``[num_dst + 1]`` pointers into ``col``.
+        col: int64 ``[E]`` source row of each edge, grouped by destination.
+        kind: ``"sum"``, ``"mean"`` or ``"max"``.
+        hot_index: rows whose aggregation is given (they must have no edges).
+        hot_value: their ``[H, F]`` aggregations, constants for autograd.
+
+    Returns:
+        ``(aggregation [num_dst, F], x[:num_dst])``.
+
+    Example:
+        >>> x = torch.tensor([[1.0], [2.0], [4.0]], requires_grad=True)
+        >>> rowptr, col = torch.tensor([0, 2, 3]), torch.tensor([1, 2, 0])
+        >>> agg, root = aggregate_neighbours(x, rowptr, col, "mean")
+        >>> agg[:, 0].tolist(), root.shape
+        ([3.0, 1.0], torch.Size([2, 1]))
+        >>> agg.sum().backward()
+        >>> x.grad[:, 0].tolist()
+        [1.0, 0.5, 0.5]
+    """
+    if x.device.type == "cpu":
+        return _Aggregate.apply(
+            x, rowptr, col, kind, rowptr.numel() - 1, hot_index, hot_value
+        )
+    return _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value)
+
+
+def _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value):
+    # Off the CPU: torch's CSR product for sum and mean, PyG's scatter for
+    # max (torch.sparse.mm has no max reduction there).
+    num_dst = rowptr.numel() - 1
+    if kind == "max":
+        dst = torch.repeat_interleave(
+            torch.arange(num_dst, device=x.device), rowptr.diff()
+        )
+        out = scatter(x[col], dst, dim=0, dim_size=num_dst, reduce="max")
+    else:
+        ones = x.new_ones(col.numel())
+        adjacency = torch.sparse_csr_tensor(
+            rowptr, col, ones, (num_dst, x.size(0)), check_invariants=False
+        )
+        out = torch.sparse.mm(adjacency, x)
+        if kind == "mean":
+            out = out / rowptr.diff().clamp(min=1).unsqueeze(1).to(out.dtype)
+    if hot_index is not None:
+        out = out.index_copy(0, hot_index, hot_value.to(out.dtype))
+    return out, x[:num_dst]

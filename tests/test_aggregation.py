@@ -1,0 +1,191 @@
+"""``aggregate_neighbours`` against torch's sparse product and PyG's scatter.
+
+References share nothing with the kernels: ``torch.sparse.mm`` on a CSR
+adjacency (sum, mean), and PyG's edge-wise ``scatter`` (all kinds; its max
+gradient is the one a plain PyG model gets), forward and gradients, on random
+batches with hubs, duplicates, empty rows and relu ties.
+"""
+
+import numba
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch_geometric.utils import scatter
+
+from pyg_orch.aggregation import _torch_aggregate, aggregate_neighbours
+from pyg_orch.kernels.gradient import aggregate_gradient
+
+KINDS = ["sum", "mean", "max"]
+
+
+def random_layer(seed: int, num_src=60, num_dst=25, num_edges=200, width=19):
+    """Sources (relu'd: ties at zero), dst-sorted edges with a hub, empty rows."""
+    generator = torch.Generator().manual_seed(seed)
+    dst = torch.randint(num_dst - 3, (num_edges,), generator=generator)
+    dst[: num_edges // 4] = 2  # a hub row
+    src = torch.randint(num_src, (num_edges,), generator=generator)
+    src[-5:] = src[:5]  # duplicate sources
+    dst, order = torch.sort(dst, stable=True)
+    x = torch.randn(num_src, width, generator=generator).relu()
+    rowptr = torch.zeros(num_dst + 1, dtype=torch.long)
+    rowptr[1:] = torch.bincount(dst, minlength=num_dst).cumsum(0)
+    return x, rowptr, src[order], dst
+
+
+def loss_weights(seed: int, num_dst: int, width: int):
+    generator = torch.Generator().manual_seed(seed + 1)
+    return torch.randn(2, num_dst, width, generator=generator, dtype=torch.float64)
+
+
+def pyg_reference(x, rowptr, src, dst, kind, weights):
+    """Forward and gradient of a loss of (aggregation, root rows) by PyG."""
+    x = x.detach().double().requires_grad_()
+    num_dst = rowptr.numel() - 1
+    agg = scatter(x[src], dst, dim=0, dim_size=num_dst, reduce=kind)
+    ((agg * weights[0]).sum() + (x[:num_dst] * weights[1]).sum()).backward()
+    return agg, x.grad
+
+
+def ours(function, x, rowptr, src, kind, weights, *hot):
+    x = x.detach().clone().requires_grad_()
+    agg, root = function(x, rowptr, src, kind, *hot)
+    loss = (agg.double() * weights[0]).sum() + (root.double() * weights[1]).sum()
+    loss.backward()
+    return agg, x.grad
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_forward_and_gradient_match_pyg_scatter(kind, dtype):
+    for seed in range(3):
+        x, rowptr, src, dst = random_layer(seed)
+        x = x.to(dtype)
+        weights = loss_weights(seed, rowptr.numel() - 1, x.size(1))
+        expected, expected_grad = pyg_reference(x, rowptr, src, dst, kind, weights)
+        agg, grad = ours(aggregate_neighbours, x, rowptr, src, kind, weights)
+        assert agg.dtype == grad.dtype == dtype
+        torch.testing.assert_close(agg.double(), expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+def test_matches_torch_sparse_mm_forward_and_gradient(kind):
+    x, rowptr, src, _ = random_layer(7)
+    num_dst = rowptr.numel() - 1
+    leaf = x.clone().requires_grad_()
+    adjacency = torch.sparse_csr_tensor(
+        rowptr, src, torch.ones(src.numel()), (num_dst, x.size(0))
+    )
+    expected = torch.sparse.mm(adjacency, leaf, "sum")
+    if kind == "mean":
+        expected = expected / rowptr.diff().clamp(min=1).unsqueeze(1)
+    grad_out = torch.randn_like(expected)
+    expected.backward(grad_out)
+    mine = x.clone().requires_grad_()
+    agg, _ = aggregate_neighbours(mine, rowptr, src, kind)
+    agg.backward(grad_out)
+    torch.testing.assert_close(agg, expected.detach())
+    torch.testing.assert_close(mine.grad, leaf.grad)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_torch_path_of_other_devices_matches_pyg_on_cpu(kind):
+    x, rowptr, src, dst = random_layer(3)
+    weights = loss_weights(3, rowptr.numel() - 1, x.size(1))
+    expected, expected_grad = pyg_reference(x, rowptr, src, dst, kind, weights)
+    agg, grad = ours(_torch_aggregate, x, rowptr, src, kind, weights, None, None)
+    torch.testing.assert_close(agg.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("function", [aggregate_neighbours, _torch_aggregate])
+def test_hot_rows_take_their_given_values_as_constants(function):
+    x, rowptr, src, dst = random_layer(5)
+    num_dst = rowptr.numel() - 1
+    hot_index = torch.tensor([2, 7])
+    cold = torch.ones(num_dst, dtype=torch.bool)
+    cold[hot_index] = False
+    keep = cold[dst]
+    cold_src, cold_dst = src[keep], dst[keep]
+    cold_rowptr = torch.zeros(num_dst + 1, dtype=torch.long)
+    cold_rowptr[1:] = torch.bincount(cold_dst, minlength=num_dst).cumsum(0)
+    hot_value = torch.randn(2, x.size(1))
+    weights = loss_weights(5, num_dst, x.size(1))
+    expected, expected_grad = pyg_reference(
+        x, cold_rowptr, cold_src, cold_dst, "mean", weights
+    )
+    expected[hot_index] = hot_value.double()
+    agg, grad = ours(
+        function, x, cold_rowptr, cold_src, "mean", weights, hot_index, hot_value
+    )
+    torch.testing.assert_close(agg.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gradient_does_not_depend_on_the_thread_count(kind):
+    x, rowptr, src, _ = random_layer(11, num_src=400, num_dst=150, num_edges=3000)
+    x_np = x.numpy()
+    out = np.empty((150, x.size(1)), np.float32)
+    scatter_out, _ = aggregate_neighbours(x, rowptr, src, kind)
+    out[:] = scatter_out.numpy()
+    grad_out = np.random.default_rng(0).standard_normal(out.shape, np.float32)
+    results = []
+    threads = numba.get_num_threads()
+    try:
+        for count in sorted({1, threads}):
+            numba.set_num_threads(count)
+            grad_x = np.full(x_np.shape, np.nan, np.float32)  # every row written
+            args = (x_np, out) if kind == "max" else (None, None)
+            aggregate_gradient(
+                rowptr.numpy(), src.numpy(), grad_out, kind, grad_x, None, *args
+            )
+            results.append(grad_x)
+    finally:
+        numba.set_num_threads(threads)
+    assert not np.isnan(results[0]).any()
+    np.testing.assert_array_equal(results[0], results[-1])
+
+
+def test_no_gradient_is_computed_for_features_without_one():
+    x, rowptr, src, _ = random_layer(2)
+    weight = torch.randn(x.size(1), 3, requires_grad=True)
+    agg, _ = aggregate_neighbours(x, rowptr, src, "mean")
+    (agg @ weight).sum().backward()
+    assert x.grad is None and weight.grad is not None
+
+
+def test_bad_kind_and_missing_max_inputs_are_refused():
+    rowptr, col = np.array([0, 1]), np.array([0])
+    grad = np.ones((1, 2), np.float32)
+    with pytest.raises(ValueError, match="kind must be"):
+        aggregate_gradient(rowptr, col, grad, "gcn", np.empty((1, 2), np.float32))
+    with pytest.raises(ValueError, match="needs the forward's sources"):
+        aggregate_gradient(rowptr, col, grad, "max", np.empty((1, 2), np.float32))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 30),
+    st.integers(1, 30),
+    st.integers(0, 120),
+    st.integers(1, 40),
+    st.sampled_from(KINDS),
+    st.integers(0, 2**31 - 1),
+)
+def test_random_layers_match_pyg(num_src, num_dst, num_edges, width, kind, seed):
+    num_dst = min(num_dst, num_src)
+    generator = torch.Generator().manual_seed(seed)
+    dst = torch.sort(torch.randint(num_dst, (num_edges,), generator=generator))[0]
+    src = torch.randint(num_src, (num_edges,), generator=generator)
+    # Rounded to a few values: many exact ties for max.
+    x = torch.randint(-2, 3, (num_src, width), generator=generator).float().relu()
+    rowptr = torch.zeros(num_dst + 1, dtype=torch.long)
+    rowptr[1:] = torch.bincount(dst, minlength=num_dst).cumsum(0)
+    weights = loss_weights(seed, num_dst, width)
+    expected, expected_grad = pyg_reference(x, rowptr, src, dst, kind, weights)
+    agg, grad = ours(aggregate_neighbours, x, rowptr, src, kind, weights)
+    torch.testing.assert_close(agg.double(), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-5, atol=1e-5)

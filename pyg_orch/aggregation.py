@@ -27,12 +27,14 @@ __all__ = ["aggregate_neighbours"]
 
 
 class _Aggregate(torch.autograd.Function):
-    # forward(x, rowptr, col, kind, num_dst, hot_index, hot_value)
-    #   -> (aggregation [num_dst, F], x[:num_dst])
+    # forward(x, rowptr, col, kind, num_dst, hot_index, hot_value, relu)
+    #   -> (aggregation [num_dst, F], x[:num_dst]), of relu(x) if relu
 
     @staticmethod
-    def forward(ctx, x, rowptr, col, kind, num_dst, hot_index, hot_value):
-        x = x.contiguous()
+    def forward(ctx, x, rowptr, col, kind, num_dst, hot_index, hot_value, relu):
+        # The previous layer's relu, here so that its gradient is applied as
+        # the sources' gradient rows are written (no pass of its own).
+        x = torch.relu(x) if relu else x.contiguous()
         out = x.new_empty(num_dst, x.size(1))
         aggregate(
             rowptr.numpy(), col.numpy(), x.detach().numpy(),
@@ -41,25 +43,27 @@ class _Aggregate(torch.autograd.Function):
         if hot_index is not None:
             # Hot rows have no edges here: their value is given.
             out[hot_index] = hot_value.to(out.dtype)
-        ctx.kind, ctx.num_dst, ctx.num_src = kind, num_dst, x.size(0)
-        saved = (x, out) if kind == "max" else ()
-        ctx.save_for_backward(rowptr, col, *saved)
+        ctx.kind, ctx.num_src, ctx.relu = kind, x.size(0), relu
+        ctx.save_for_backward(rowptr, col, x if relu or kind == "max" else None, out)
         return out, x[:num_dst]
 
     @staticmethod
     def backward(ctx, grad_out, grad_root):
         if not ctx.needs_input_grad[0]:
-            return (None,) * 7
-        rowptr, col, *saved = ctx.saved_tensors
+            return (None,) * 8
+        rowptr, col, x, out = ctx.saved_tensors
         # Every row is written: no zero fill.
         grad_x = grad_out.new_empty(ctx.num_src, grad_out.size(1))
         root = None if grad_root is None else grad_root.contiguous().numpy()
-        x, out = (t.detach().numpy() for t in saved) if saved else (None, None)
+        x = None if x is None else x.detach().numpy()
         aggregate_gradient(
             rowptr.numpy(), col.numpy(), grad_out.contiguous().numpy(),
-            ctx.kind, grad_x.numpy(), root, x, out,
+            ctx.kind, grad_x.numpy(), root,
+            x if ctx.kind == "max" else None,
+            out.detach().numpy() if ctx.kind == "max" else None,
+            x if ctx.relu else None,
         )  # fmt: skip
-        return grad_x, None, None, None, None, None, None
+        return grad_x, None, None, None, None, None, None, None
 
 
 def aggregate_neighbours(
@@ -69,6 +73,7 @@ def aggregate_neighbours(
     kind: str,
     hot_index: Tensor | None = None,
     hot_value: Tensor | None = None,
+    relu: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """The ``kind`` aggregation of each destination's sources, and its own rows.
 
@@ -85,9 +90,12 @@ def aggregate_neighbours(
         kind: ``"sum"``, ``"mean"`` or ``"max"``.
         hot_index: rows whose aggregation is given (they must have no edges).
         hot_value: their ``[H, F]`` aggregations, constants for autograd.
+        relu: aggregate ``relu(x)`` instead (the previous layer's activation,
+            applied and differentiated here).
 
     Returns:
-        ``(aggregation [num_dst, F], x[:num_dst])``.
+        ``(aggregation [num_dst, F], x[:num_dst])``, of ``relu(x)`` if
+        ``relu``.
 
     Example:
         >>> x = torch.tensor([[1.0], [2.0], [4.0]], requires_grad=True)
@@ -101,14 +109,15 @@ def aggregate_neighbours(
     """
     if x.device.type == "cpu":
         return _Aggregate.apply(
-            x, rowptr, col, kind, rowptr.numel() - 1, hot_index, hot_value
+            x, rowptr, col, kind, rowptr.numel() - 1, hot_index, hot_value, relu
         )
-    return _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value)
+    return _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value, relu)
 
 
-def _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value):
+def _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value, relu=False):
     # Off the CPU: torch's CSR product for sum and mean, PyG's scatter for
     # max (torch.sparse.mm has no max reduction there).
+    x = torch.relu(x) if relu else x
     num_dst = rowptr.numel() - 1
     if kind == "max":
         dst = torch.repeat_interleave(

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch_geometric.nn import GCNConv, GINConv, GraphConv, SAGEConv
+from torch_geometric.nn import GCNConv, GINConv, GraphConv, Linear, SAGEConv
 
 # The CSR adjacency is how the wrappers aggregate; torch's "beta" notice about
 # it would repeat for every batch.
@@ -96,13 +96,38 @@ def conv_output(conv: torch.nn.Module, aggregation: Tensor, x_dst: Tensor) -> Te
         True
     """
     if isinstance(conv, SAGEConv):
-        out = conv.lin_l(aggregation)
-        if conv.root_weight:
-            out = out + conv.lin_r(x_dst)
+        if not conv.root_weight:
+            out = conv.lin_l(aggregation)
+        else:
+            out = _sum_of_linears(conv.lin_l, aggregation, conv.lin_r, x_dst)
         return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
     if isinstance(conv, GraphConv):
-        return conv.lin_rel(aggregation) + conv.lin_root(x_dst)
+        return _sum_of_linears(conv.lin_rel, aggregation, conv.lin_root, x_dst)
     return conv.nn(aggregation + (1 + conv.eps) * x_dst)
+
+
+def _sum_of_linears(first, x_first: Tensor, second, x_second: Tensor) -> Tensor:
+    # first(x_first) + second(x_second). For plain linear layers the second
+    # product is accumulated into the first's output by an in-place GEMM:
+    # no output and no sum of their own (about a fifth of the two products'
+    # time at a batch's sizes). The first product's output is not saved for
+    # backward, so autograd allows it.
+    if not (_plain_linear(first) and _plain_linear(second)):
+        return first(x_first) + second(x_second)
+    if torch.is_autocast_enabled(x_first.device.type):
+        return first(x_first) + second(x_second)
+    out = F.linear(x_first, first.weight, first.bias)
+    out = out.addmm_(x_second, second.weight.t())
+    return out if second.bias is None else out.add_(second.bias)
+
+
+def _plain_linear(module: torch.nn.Module) -> bool:
+    # A linear layer without hooks whose weight is initialised.
+    if type(module) not in (Linear, torch.nn.Linear):
+        return False
+    if module._forward_hooks or module._forward_pre_hooks:
+        return False
+    return not isinstance(module.weight, torch.nn.parameter.UninitializedParameter)
 
 
 def sort_by_destination(src: Tensor, dst: Tensor, *values: Tensor) -> tuple:

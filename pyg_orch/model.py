@@ -224,10 +224,11 @@ class OrchModel(torch.nn.Module):
     and no message row per edge is materialised: ``SAGEConv``, ``GraphConv``
     and ``GINConv`` aggregate with pyg_orch's Numba kernels, forward and
     backward (:func:`~pyg_orch.aggregation.aggregate_neighbours`); other
-    convs get bipartite ``(x_src, x_dst)`` calls on a CSR adjacency. In the bottom layer, the aggregation of every
-    hot frontier node is the cached full-neighbourhood aggregate ``hot_agg``
-    of the batch; the wrapped model's current weights are applied to it, so
-    forward pass and gradients are exact. Returns predictions for the seed
+    convs get bipartite ``(x_src, x_dst)`` calls on a CSR adjacency. In the
+    bottom layer, the aggregation of every hot frontier node is the cached
+    full-neighbourhood aggregate ``hot_agg`` of the batch; the wrapped
+    model's current weights are applied to it, so forward pass and gradients
+    are exact. Returns predictions for the seed
     nodes. The wrapped model keeps its parameters: optimise
     ``OrchModel.parameters()`` or the model's, they are the same.
 
@@ -417,6 +418,7 @@ class OrchModel(torch.nn.Module):
             )
         gcn_weight = self._gcn_weights(src, dst, x.size(0))
         num_layers = self.model.num_layers
+        relu = False  # the previous layer's relu is this layer's to apply
         for layer in range(num_layers):
             num_dst = sum(nodes_per_hop[: num_layers - layer])
             num_edges = sum(edges_per_hop[: num_layers - layer])
@@ -425,12 +427,13 @@ class OrchModel(torch.nn.Module):
             x = x[:num_src] if x.size(0) != num_src else x
             edges = (src[:num_edges], dst[:num_edges])
             if layer > 0 or hot is None:
-                x = self._layer(layer, x, num_dst, edges, gcn_weight, None)
+                x = self._layer(layer, x, num_dst, edges, gcn_weight, None, relu)
             elif embedded:
                 x = self._embedded_layer(x, num_dst, edges, gcn_weight, hot)
             else:
                 x = self._layer(layer, x, num_dst, edges, gcn_weight, hot)
-            x = self._between_layers(layer, x)
+            relu = self._defers_relu(layer)
+            x = self._between_layers(layer, x, act=not relu)
         # Link batches have no batch_size: their seeds are the hop-0 nodes.
         return x[: batch.batch_size if "batch_size" in batch else nodes_per_hop[0]]
 
@@ -486,14 +489,33 @@ class OrchModel(torch.nn.Module):
         edges: tuple[Tensor, Tensor],
         gcn_weight: Any,
         hot: tuple[Tensor, Tensor] | None,
+        relu: bool = False,
     ) -> Tensor:
+        # relu: x is the previous layer's output before its relu (only for a
+        # conv aggregated here, see _defers_relu).
         conv = self.model.convs[layer]
         if self.kinds[layer] == "gcn":
             return self._gcn_layer(conv, x, num_dst, gcn_weight, hot)
         kind = fused_kind(conv, own_hook=self._inject_hot_rows)
         if kind is not None:
-            return _fused_conv(conv, kind, x, num_dst, edges, hot)
+            return _fused_conv(conv, kind, x, num_dst, edges, hot, relu)
         return self._conv(conv, x, num_dst, edges, hot)
+
+    def _defers_relu(self, layer: int) -> bool:
+        # Whether the relu after `layer` is left to the next layer's
+        # aggregation, which takes its gradient as it writes the sources'
+        # (no pass over the rows of its own): when the activation is a plain
+        # ReLU, no norm comes between (dropout commutes with it) and the next
+        # conv is aggregated here.
+        model = self.model
+        if layer == model.num_layers - 1 or type(model.act) is not torch.nn.ReLU:
+            return False
+        if model.act._forward_hooks or model.act._forward_pre_hooks:
+            return False
+        if type(model.norms[layer]) is not torch.nn.Identity:
+            return False
+        following = model.convs[layer + 1]
+        return fused_kind(following, own_hook=self._inject_hot_rows) is not None
 
     def _embedded_layer(self, x, num_dst, edges, gcn_weight, hot) -> Tensor:
         # The hot rows' whole output is given: computed without neighbours
@@ -532,15 +554,16 @@ class OrchModel(torch.nn.Module):
             out = out.index_copy(0, hot[0], conv.lin(hot[1]))
         return out + conv.bias if conv.bias is not None else out
 
-    def _between_layers(self, layer: int, x: Tensor) -> Tensor:
+    def _between_layers(self, layer: int, x: Tensor, act: bool = True) -> Tensor:
         model = self.model
         if layer == model.num_layers - 1:
             return model.lin(x) if hasattr(model, "lin") else x
-        if model.act is not None and model.act_first:
-            x = model.act(x)
+        act = model.act if act else None
+        if act is not None and model.act_first:
+            x = act(x)
         x = model.norms[layer](x)
-        if model.act is not None and not model.act_first:
-            x = model.act(x)
+        if act is not None and not model.act_first:
+            x = act(x)
         return model.dropout(x)
 
     @torch.no_grad()
@@ -630,7 +653,9 @@ class OrchModel(torch.nn.Module):
         return self._between_layers(layer, out)
 
 
-def _fused_conv(conv, kind: str, x: Tensor, num_dst: int, edges, hot) -> Tensor:
+def _fused_conv(
+    conv, kind: str, x: Tensor, num_dst: int, edges, hot, relu: bool = False
+) -> Tensor:
     # The conv's aggregation by pyg_orch's own kernels, then its layers.
     src, dst = edges
     hot_index = hot_value = None
@@ -643,7 +668,7 @@ def _fused_conv(conv, kind: str, x: Tensor, num_dst: int, edges, hot) -> Tensor:
             hot_index = None
     src, dst = sort_by_destination(src, dst)
     aggregation, x_dst = aggregate_neighbours(
-        x, row_pointers(dst, num_dst), src, kind, hot_index, hot_value
+        x, row_pointers(dst, num_dst), src, kind, hot_index, hot_value, relu
     )
     return conv_output(conv, aggregation, x_dst)
 

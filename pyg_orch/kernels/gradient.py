@@ -78,7 +78,7 @@ def _scale_kernel(rowptr, col, grad_out, code, x, out, scaled) -> None:
 
 
 @parallel_kernel(cache=True, nogil=True)
-def _gather_kernel(srcptr, rows, scaled, code, x, out, grad_root, grad_x) -> None:
+def _gather_kernel(srcptr, rows, scaled, code, x, out, grad_root, active, grad_x):
     for u in prange(grad_x.shape[0]):
         o = grad_x[u]
         if u < grad_root.shape[0]:
@@ -96,6 +96,12 @@ def _gather_kernel(srcptr, rows, scaled, code, x, out, grad_root, grad_x) -> Non
             else:
                 for f in range(o.shape[0]):
                     o[f] += s[f]
+        if active.shape[0] > 0:
+            # A relu's backward: no gradient where its output is not positive.
+            a = active[u]
+            for f in range(o.shape[0]):
+                if a[f] <= 0.0:
+                    o[f] = 0.0
 
 
 def aggregate_gradient(
@@ -107,6 +113,7 @@ def aggregate_gradient(
     grad_root: np.ndarray | None = None,
     x: np.ndarray | None = None,
     out: np.ndarray | None = None,
+    relu_output: np.ndarray | None = None,
 ) -> np.ndarray:
     """Writes the gradient of a ``kind`` aggregation with respect to its sources.
 
@@ -127,6 +134,9 @@ def aggregate_gradient(
             ``R`` rows from elsewhere (the destinations' own rows), added.
         x: for ``"max"``: the ``[S, F]`` sources the forward aggregated.
         out: for ``"max"``: the ``[M, F]`` forward output.
+        relu_output: ``[S, F]`` output of a relu that made the sources: the
+            gradient is then taken through it too (zero where it is not
+            positive), i.e. with respect to the relu's input.
 
     Returns:
         ``grad_x``.
@@ -151,6 +161,7 @@ def aggregate_gradient(
     # Never read when absent; grad_out's dtype keeps one specialisation.
     x, out = (empty, empty) if x is None or out is None else (x, out)
     grad_root = empty if grad_root is None else grad_root
+    active = empty if relu_output is None else relu_output
     code = AGGREGATIONS[kind]
     scaled = grad_out
     if kind != "sum":
@@ -158,5 +169,5 @@ def aggregate_gradient(
         _scale_kernel(rowptr, col, grad_out, code, x, out, scaled)
     srcptr, rows = _transpose(rowptr, col, grad_x.shape[0])
     with parallel_chunksize(_CHUNK):
-        _gather_kernel(srcptr, rows, scaled, code, x, out, grad_root, grad_x)
+        _gather_kernel(srcptr, rows, scaled, code, x, out, grad_root, active, grad_x)
     return grad_x

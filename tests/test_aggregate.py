@@ -251,3 +251,29 @@ def test_a_forked_worker_can_run_the_parallel_kernel(graph):
     with multiprocessing.get_context("fork").Pool(1) as pool:
         result = pool.apply_async(_aggregate_in_child, (args,)).get(timeout=120)
     np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "dtype, bits", [(torch.bfloat16, torch.uint16), (torch.float16, torch.int16)]
+)
+def test_half_width_bits_aggregate_like_their_float32_values(kind, dtype, bits):
+    # The kernel widens each value as it reads it and sums in the same order:
+    # bit for bit what it computes from the same values stored in float32.
+    edge_index = skewed_graph(300, 3000, seed=4)
+    colptr, row = csc(edge_index, 300, np.int64)
+    x = torch.randn(300, 37, generator=torch.Generator().manual_seed(4)).to(dtype)
+    nodes = np.arange(300)
+    half = np.empty((300, 37), np.float32)
+    aggregate(colptr, row, x.view(bits).numpy(), nodes, kind, half)
+    wide = np.empty((300, 37), np.float32)
+    aggregate(colptr, row, x.float().numpy(), nodes, kind, wide)
+    np.testing.assert_array_equal(half, wide)
+    assert_matches(half, edge_index, x.float(), kind, nodes)
+
+
+def test_other_feature_dtypes_are_refused_with_the_half_width_hint():
+    colptr, row = np.array([0, 1]), np.array([0])
+    with pytest.raises(ValueError, match=r"x.view\(torch.uint16\)"):
+        aggregate(colptr, row, np.ones((1, 2), np.int32), np.array([0]), "sum",
+                  np.empty((1, 2), np.float32))  # fmt: skip

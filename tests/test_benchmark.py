@@ -37,6 +37,19 @@ def test_hetero_sampler_benchmark_compares_per_sampled_edge(capsys):
     assert printed == pytest.approx(per_edge[0] / per_edge[1], rel=0.02)
 
 
+def test_aggregate_benchmark_times_the_kernel_on_bfloat16_and_float32(capsys):
+    argv = ["aggregate", "--num-nodes", "3000", "--repeats", "2", "--copy-gb",
+            "0.01", "--dtype", "bfloat16"]  # fmt: skip
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "x 2 B (bfloat16)" in lines[2]
+    half = next(line for line in lines if line.startswith("pyg_orch kernel (Numba, b"))
+    wide = next(line for line in lines if line.startswith("pyg_orch kernel (Numba) "))
+    assert half.split()[-2:] == ["1.00x", "0.0e+00"]
+    # float32 against bfloat16 features: bfloat16's rounding, no more.
+    assert 0 < float(wide.split()[-1]) < 1e-2
+
+
 def test_aggregate_benchmark_prints_a_row_per_way(capsys):
     argv = ["aggregate", "--num-nodes", "3000", "--repeats", "2", "--copy-gb", "0.01"]
     assert main(argv) == 0

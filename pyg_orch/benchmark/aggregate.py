@@ -1,8 +1,10 @@
 """Hot-node aggregation: the Numba kernel against plain torch and torch.sparse.mm.
 
 Times one aggregation over the in-edges of the hot vertices each way, then the
-machine's memory bandwidth for scale, on a 1M-node power-law graph. The default
-run takes about a minute on 2 CPU cores.
+machine's memory bandwidth for scale, on a 1M-node power-law graph. With
+``--dtype bfloat16`` (or ``float16``) the kernel reads half-width features
+and is also timed on the same features in float32. The default run takes
+about a minute on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ from pyg_orch.kernels.aggregate import AGGREGATIONS, aggregate, gcn_inverse_sqrt
 from pyg_orch.options import add_option, hot_fraction, positive_int
 
 _BYTES_PER_FLOAT = 4
+#: --dtype's choices: the features' dtype in the kernel.
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the aggregation (default: %(default)s)",
     )
     parser.add_argument(
+        "--dtype",
+        choices=list(DTYPES),
+        default="float32",
+        help="the features' dtype in the kernel; half widths are also timed "
+        "in float32 (default: %(default)s)",
+    )
+    parser.add_argument(
         "--repeats",
         type=positive_int,
         default=7,
@@ -57,6 +72,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gigabytes copied and read by the memory bandwidth test "
         "(default: %(default)s)",
     )
+
+
+def saved_name(args: argparse.Namespace) -> str:
+    """The name ``--save`` gives this run's table: ``aggregate_bfloat16``...
+
+    Example:
+        >>> saved_name(argparse.Namespace(dtype="float32"))
+        'aggregate'
+    """
+    return "aggregate" if args.dtype == "float32" else f"aggregate_{args.dtype}"
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -164,17 +189,32 @@ def run(args: argparse.Namespace) -> BarChart:
     num_hot = max(1, round(args.hot_ratio * data.num_nodes))
     hot = torch.sort(torch.topk(colptr[1:] - colptr[:-1], num_hot).indices).values
     ways, num_edges = _ways(colptr, row, x, hot, args.kind)
-    moved = (num_edges + num_hot) * x.size(1) * _BYTES_PER_FLOAT
+    dtype = DTYPES[args.dtype]
+    if dtype != torch.float32:
+        ways = {**_half_width_way(colptr, row, x.to(dtype), hot, args.kind), **ways}
+    width = x.size(1)
+    read = dtype.itemsize
+    moved = num_edges * width * read + num_hot * width * _BYTES_PER_FLOAT
     print(
         f"hot set: top {args.hot_ratio:.0%} by in-degree = {num_hot:,} nodes (in id "
         f"order) with {num_edges:,} in-edges; kind {args.kind}; median of "
         f"{args.repeats} calls after a warm-up call"
     )
-    print(
-        f"bytes moved = (in-edges + hot nodes) x features x 4 B = "
-        f"({num_edges:,} + {num_hot:,}) x {x.size(1)} x 4 B = {moved / 1e9:.2f} GB "
-        f"(one row read per in-edge, one row write per hot node)"
-    )
+    if dtype == torch.float32:
+        print(
+            f"bytes moved = (in-edges + hot nodes) x features x 4 B = "
+            f"({num_edges:,} + {num_hot:,}) x {width} x 4 B = {moved / 1e9:.2f} GB "
+            f"(one row read per in-edge, one row write per hot node)"
+        )
+    else:
+        print(
+            f"bytes moved = in-edges x features x {read} B ({args.dtype}) + hot "
+            f"nodes x features x 4 B = {num_edges:,} x {width} x {read} B + "
+            f"{num_hot:,} x {width} x 4 B = {moved / 1e9:.2f} GB (one row read "
+            f"per in-edge, one float32 row write per hot node); GB/s below counts "
+            f"these bytes for every way, the float32 ones move "
+            f"{(num_edges + num_hot) * width * 4 / 1e9:.2f} GB"
+        )
     milliseconds = _print_table(ways, moved, args)
     return BarChart(
         f"hot aggregation ({args.kind}), {args.num_nodes:,} nodes",
@@ -182,6 +222,17 @@ def run(args: argparse.Namespace) -> BarChart:
         {"ms": list(milliseconds.values())},
         "ms per call (median)",
     )
+
+
+def _half_width_way(
+    colptr: Tensor, row: Tensor, x: Tensor, hot: Tensor, kind: str
+) -> dict[str, Callable[[], Tensor]]:
+    """The kernel on half-width features (read as their bits)."""
+    bits = x.view(torch.uint16 if x.dtype == torch.bfloat16 else torch.int16)
+    out = np.empty((hot.numel(), x.size(1)), np.float32)
+    args = (colptr.numpy(), row.numpy(), bits.numpy(), hot.numpy())
+    name = f"pyg_orch kernel (Numba, {str(x.dtype).removeprefix('torch.')})"
+    return {name: lambda: torch.from_numpy(aggregate(*args, kind, out))}
 
 
 def _ways(
@@ -228,7 +279,7 @@ def _print_table(
     kernel = results[kernel_name]
     print(f"{'way':<34}{'ms':>10}{'GB/s':>8}{'torch/kernel':>14}{'max rel diff':>14}")
     for name, ms in milliseconds.items():
-        ratio = f"{ms / milliseconds[kernel_name]:.1f}x"
+        ratio = f"{ms / milliseconds[kernel_name]:.2f}x"
         diff = (results[name] - kernel).abs().max() / kernel.abs().max().clamp(min=1)
         print(
             f"{name:<34}{ms:>10.1f}{moved / ms / 1e6:>8.1f}{ratio:>14}"

@@ -13,6 +13,10 @@ Numeric choices:
   measured 1.35x slower here, and float32 keeps the error within
   ``~degree * 2**-24`` of the sum of absolute values (worst case; about
   ``sqrt(degree) * 2**-24`` typically), the same order as PyG's path.
+- Half-width features (bfloat16, float16) arrive as their bits
+  (:data:`HALF_WIDTH_BITS`) and are widened to float32 as they are read:
+  half the bytes of the random row reads that bound these kernels, with
+  float32 sums.
 - Every output row is owned by one loop iteration and summed in a fixed order
   (four neighbours at a time), so results never depend on the thread count.
   The order is not PyG's, so the two differ by rounding only.
@@ -35,11 +39,17 @@ import numpy.typing as npt
 from llvmlite import ir
 from numba import njit, parallel_chunksize, prange, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from pyg_orch.kernels.threading_layer import parallel_kernel
 
-__all__ = ["AGGREGATIONS", "aggregate", "gather_rows", "gcn_inverse_sqrt_degree"]
+__all__ = [
+    "AGGREGATIONS",
+    "HALF_WIDTH_BITS",
+    "aggregate",
+    "gather_rows",
+    "gcn_inverse_sqrt_degree",
+]
 
 #: Public kind names and the codes the kernel branches on (once per node).
 AGGREGATIONS: dict[str, int] = {"sum": 0, "mean": 1, "max": 2, "gcn": 3}
@@ -94,6 +104,49 @@ def _line_elements(typingctx, array):
     return types.intp(array), codegen
 
 
+#: How half-width features reach the kernels, which NumPy has no dtype for:
+#: as their bits, bfloat16 as ``uint16`` and float16 as ``int16`` (e.g.
+#: ``x.view(torch.uint16).numpy()``). The kernels widen each value to
+#: float32 as they read it and accumulate in float32.
+HALF_WIDTH_BITS = {"bfloat16": np.dtype(np.uint16), "float16": np.dtype(np.int16)}
+
+
+@intrinsic
+def _widen_bits(typingctx, bits):
+    """float32 of half-width bits: bfloat16 for ``uint16``, float16 for ``int16``.
+
+    bfloat16 is the upper half of a float32, so its bits shifted up are that
+    float32; float16 is extended by LLVM's ``fpext`` (one instruction with
+    F16C). Both vectorise.
+    """
+    if bits not in (types.uint16, types.int16):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = args[0]
+        if signature.args[0] == types.int16:
+            half = builder.bitcast(value, ir.HalfType())
+            return builder.fpext(half, ir.FloatType())
+        wide = builder.shl(
+            builder.zext(value, ir.IntType(32)), ir.Constant(ir.IntType(32), 16)
+        )
+        return builder.bitcast(wide, ir.FloatType())
+
+    return types.float32(bits), codegen
+
+
+def _value(v):  # pragma: no cover - replaced by the overload in kernels
+    """The float a feature element stands for (see :data:`HALF_WIDTH_BITS`)."""
+    return v
+
+
+@overload(_value, inline="always")
+def _value_overload(v):
+    if isinstance(v, types.Float):
+        return lambda v: v
+    return lambda v: _widen_bits(v)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _prefetch_row(x: np.ndarray, u: int, tail: bool) -> None:
     # One prefetch per line from the row's start; `tail` adds its last
@@ -146,12 +199,12 @@ def _sum_row(colptr, row, x, tail, v, o) -> None:
         _prefetch_edges(row, x, tail, e, hi, 4)
         xa, xb, xc, xd = x[row[e]], x[row[e + 1]], x[row[e + 2]], x[row[e + 3]]
         for f in range(o.shape[0]):
-            o[f] += (xa[f] + xb[f]) + (xc[f] + xd[f])
+            o[f] += (_value(xa[f]) + _value(xb[f])) + (_value(xc[f]) + _value(xd[f]))
         e += 4
     for rest in range(e, hi):
         xa = x[row[rest]]
         for f in range(o.shape[0]):
-            o[f] += xa[f]
+            o[f] += _value(xa[f])
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -177,18 +230,20 @@ def _gcn_row(colptr, row, x, tail, v, scale, o) -> None:
         wa, wb = _gcn_weight(row, e, v, scale), _gcn_weight(row, e + 1, v, scale)
         wc, wd = _gcn_weight(row, e + 2, v, scale), _gcn_weight(row, e + 3, v, scale)
         for f in range(o.shape[0]):
-            o[f] += (wa * xa[f] + wb * xb[f]) + (wc * xc[f] + wd * xd[f])
+            o[f] += (wa * _value(xa[f]) + wb * _value(xb[f])) + (
+                wc * _value(xc[f]) + wd * _value(xd[f])
+            )
         e += 4
     for rest in range(e, hi):
         xa = x[row[rest]]
         wa = _gcn_weight(row, rest, v, scale)
         for f in range(o.shape[0]):
-            o[f] += wa * xa[f]
+            o[f] += wa * _value(xa[f])
     # Plus the one self loop gcn_norm adds, then the common factor.
     w = scale[v]
     xv = x[v]
     for f in range(o.shape[0]):
-        o[f] = w * (o[f] + w * xv[f])
+        o[f] = w * (o[f] + w * _value(xv[f]))
 
 
 @njit(cache=True, nogil=True)
@@ -202,12 +257,18 @@ def _max_row(colptr, row, x, tail, v, o) -> None:
         _prefetch_edges(row, x, tail, e, hi, 4)
         xa, xb, xc, xd = x[row[e]], x[row[e + 1]], x[row[e + 2]], x[row[e + 3]]
         for f in range(o.shape[0]):
-            o[f] = max(o[f], max(max(xa[f], xb[f]), max(xc[f], xd[f])))
+            o[f] = max(
+                o[f],
+                max(
+                    max(_value(xa[f]), _value(xb[f])),
+                    max(_value(xc[f]), _value(xd[f])),
+                ),
+            )
         e += 4
     for rest in range(e, hi):
         xa = x[row[rest]]
         for f in range(o.shape[0]):
-            o[f] = max(o[f], xa[f])
+            o[f] = max(o[f], _value(xa[f]))
 
 
 @njit(cache=True, nogil=True)
@@ -317,14 +378,16 @@ def aggregate(
             checked: that would cost a pass over all edges).
         x: float32 or float64 ``[S, F]`` source features, C-contiguous
             (``S`` may differ from ``N``, as on a relation between two node
-            types, except for ``"gcn"``).
+            types, except for ``"gcn"``), or half-width features as their
+            bits (:data:`HALF_WIDTH_BITS`), aggregated in float32.
         nodes: int64 or int32 ``[M]`` nodes to aggregate for, any order,
             repeats allowed.
         kind: one of :data:`~pyg_orch.kernels.aggregate.AGGREGATIONS`:
             ``"sum"``, ``"mean"``, ``"max"``, ``"gcn"``.
-        out: ``[M, F]`` C-contiguous buffer of ``x``'s dtype to write into
-            (e.g. a pinned tensor's ``.numpy()``).
-        gcn_norm: :func:`gcn_inverse_sqrt_degree` of the graph in ``x``'s
+        out: ``[M, F]`` C-contiguous buffer of ``x``'s dtype (float32 for
+            half-width bits) to write into (e.g. a pinned tensor's
+            ``.numpy()``).
+        gcn_norm: :func:`gcn_inverse_sqrt_degree` of the graph in ``out``'s
             dtype, for ``"gcn"``; computed on the spot (an O(E) pass) when
             ``None``.
 
@@ -350,20 +413,20 @@ def aggregate(
     # A relation of a heterogeneous graph has other sources than targets;
     # GCN's symmetric normalisation needs one node set.
     _check_rows(x, num_nodes if kind == "gcn" else _num_rows(x))
-    _check_float(x.dtype, "x")
+    dtype = _sum_dtype(x.dtype)
     nodes = _check_index(nodes, num_nodes, "nodes")
-    _check_out(out, (nodes.shape[0], x.shape[1]), x.dtype)
+    _check_out(out, (nodes.shape[0], x.shape[1]), dtype)
     if kind == "gcn":
         scale = (
-            gcn_inverse_sqrt_degree(colptr, row, x.dtype)
+            gcn_inverse_sqrt_degree(colptr, row, dtype)
             if gcn_norm is None
             else gcn_norm
         )
-        if scale.dtype != x.dtype or scale.shape != (num_nodes,):
-            raise ValueError(f"gcn_norm must be {x.dtype} [{num_nodes}], like x")
+        if scale.dtype != dtype or scale.shape != (num_nodes,):
+            raise ValueError(f"gcn_norm must be {dtype} [{num_nodes}], like out")
     else:
-        # Never read; x's dtype keeps one compiled specialisation per dtype.
-        scale = np.empty(0, x.dtype)
+        # Never read; its dtype keeps one compiled specialisation per dtype.
+        scale = np.empty(0, dtype)
     tail = _rows_spill_a_line(x)
     # Dynamic chunks, not Numba's default of one static slice per thread:
     # hubs would unbalance that. (Set here: inside the kernel it blocks caching.)
@@ -437,6 +500,19 @@ def _check_float(dtype: npt.DTypeLike, name: str) -> np.dtype:
     if np.dtype(dtype) not in _FLOAT_DTYPES:
         raise ValueError(f"{name} must be float32 or float64, got {np.dtype(dtype)}")
     return np.dtype(dtype)
+
+
+def _sum_dtype(dtype: np.dtype) -> np.dtype:
+    # What features of `dtype` are aggregated in: their own float dtype, or
+    # float32 for half-width bits.
+    if dtype in HALF_WIDTH_BITS.values():
+        return np.dtype(np.float32)
+    if dtype not in _FLOAT_DTYPES:
+        raise ValueError(
+            f"x must be float32 or float64, or bfloat16 / float16 bits as "
+            f"uint16 / int16 (x.view(torch.uint16).numpy()), got {dtype}"
+        )
+    return dtype
 
 
 def _check_rows(x: np.ndarray, num_rows: int) -> None:

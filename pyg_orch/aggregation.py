@@ -23,7 +23,26 @@ from torch_geometric.utils import scatter
 from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.kernels.gradient import aggregate_gradient
 
-__all__ = ["aggregate_neighbours"]
+__all__ = ["HALF_WIDTHS", "aggregate_neighbours", "kernel_array"]
+
+#: Feature dtypes stored in half width: the kernels read their bits.
+HALF_WIDTHS = (torch.bfloat16, torch.float16)
+_BITS = {torch.bfloat16: torch.uint16, torch.float16: torch.int16}
+
+
+def kernel_array(tensor: Tensor) -> np.ndarray:
+    """``tensor`` as the Numba kernels read it: a NumPy view, no copy.
+
+    NumPy has no bfloat16, so half-width features are viewed as their bits
+    (:data:`~pyg_orch.kernels.aggregate.HALF_WIDTH_BITS`), which the kernels
+    widen to float32.
+
+    Example:
+        >>> kernel_array(torch.ones(2, dtype=torch.bfloat16))
+        array([16256, 16256], dtype=uint16)
+    """
+    bits = _BITS.get(tensor.dtype)
+    return (tensor if bits is None else tensor.view(bits)).numpy()
 
 
 class _Aggregate(torch.autograd.Function):
@@ -35,9 +54,11 @@ class _Aggregate(torch.autograd.Function):
         # The previous layer's relu, here so that its gradient is applied as
         # the sources' gradient rows are written (no pass of its own).
         x = torch.relu(x) if relu else x.contiguous()
-        out = x.new_empty(num_dst, x.size(1))
+        # Half-width features are aggregated (and their rows given) in float32.
+        dtype = torch.float32 if x.dtype in HALF_WIDTHS else x.dtype
+        out = x.new_empty(num_dst, x.size(1), dtype=dtype)
         aggregate(
-            rowptr.numpy(), col.numpy(), x.detach().numpy(),
+            rowptr.numpy(), col.numpy(), kernel_array(x.detach()),
             np.arange(num_dst), kind, out.numpy(),
         )  # fmt: skip
         if hot_index is not None:
@@ -45,7 +66,7 @@ class _Aggregate(torch.autograd.Function):
             out[hot_index] = hot_value.to(out.dtype)
         ctx.kind, ctx.num_src, ctx.relu = kind, x.size(0), relu
         ctx.save_for_backward(rowptr, col, x if relu or kind == "max" else None, out)
-        return out, x[:num_dst]
+        return out, x[:num_dst].to(dtype)
 
     @staticmethod
     def backward(ctx, grad_out, grad_root):
@@ -84,7 +105,8 @@ def aggregate_neighbours(
 
     Args:
         x: ``[S, F]`` source rows, float32 or float64; the destinations are
-            its first ``num_dst`` rows.
+            its first ``num_dst`` rows. Half-width rows (bfloat16, float16)
+            are aggregated in float32, and their own rows returned in it.
         rowptr: int64 ``[num_dst + 1]`` pointers into ``col``.
         col: int64 ``[E]`` source row of each edge, grouped by destination.
         kind: ``"sum"``, ``"mean"`` or ``"max"``.
@@ -107,6 +129,9 @@ def aggregate_neighbours(
         >>> x.grad[:, 0].tolist()
         [1.0, 0.5, 0.5]
     """
+    if x.dtype in HALF_WIDTHS and (x.requires_grad or x.device.type != "cpu"):
+        # Activations under autocast: their gradient is float32 anyway.
+        x = x.float()
     if x.device.type == "cpu":
         return _Aggregate.apply(
             x, rowptr, col, kind, rowptr.numel() - 1, hot_index, hot_value, relu

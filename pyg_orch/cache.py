@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from pyg_orch.aggregation import HALF_WIDTHS, kernel_array
 from pyg_orch.hotness import out_degree
 from pyg_orch.kernels import aggregate as kernels
 from pyg_orch.kernels.sample import sample_homogeneous
@@ -146,7 +147,7 @@ class HotCache:
         return self._device_values[self.kind]
 
     def _aggregate(self, kind: str) -> Tensor:
-        out = torch.empty(self.num_hot, self.x.size(1), dtype=self.x.dtype)
+        out = self._sums()
         gcn_norm = (
             kernels.gcn_inverse_sqrt_degree(self.colptr.numpy(), self.row.numpy())
             if kind == "gcn"
@@ -155,13 +156,19 @@ class HotCache:
         kernels.aggregate(
             self.colptr.numpy(),
             self.row.numpy(),
-            self.x.numpy(),
+            kernel_array(self.x),
             self.hot_nodes.numpy(),
             kind,
             out.numpy(),
             gcn_norm,
         )
-        return out
+        return out.to(self.x.dtype)
+
+    def _sums(self) -> Tensor:
+        # The kernels' output: float32 for half-width features, whose values
+        # are then kept in their own dtype.
+        dtype = torch.float32 if self.x.dtype in HALF_WIDTHS else self.x.dtype
+        return torch.empty(self.num_hot, self.x.size(1), dtype=dtype)
 
     def lookup(self, frontier: Tensor) -> tuple[Tensor, Tensor]:
         """Finds the hot vertices of a frontier and gathers their aggregates.
@@ -246,16 +253,16 @@ class HotCache:
         colptr = torch.zeros_like(self.colptr)
         colptr[1:] = torch.bincount(target, minlength=colptr.numel() - 1)
         torch.cumsum(colptr, 0, out=colptr)
-        out = torch.empty(self.num_hot, self.x.size(1), dtype=self.x.dtype)
+        out = self._sums()
         kernels.aggregate(
             colptr.numpy(),
             n_id[src[order]].numpy(),
-            self.x.numpy(),
+            kernel_array(self.x),
             self.hot_nodes.numpy(),
             kind,
             out.numpy(),
         )
-        return out
+        return out.to(self.x.dtype)
 
     def embed(
         self, layer: Callable[[Tensor, Tensor], Tensor], fanout: int, seed: int
@@ -278,7 +285,10 @@ class HotCache:
             for index, nodes in enumerate(self.hot_nodes.split(_EMBED_CHUNK)):
                 chunk_seed = seed + index * (1 << 40)
                 n_id, edge_index = self.sample_neighborhood(nodes, fanout, chunk_seed)
-                chunks.append(layer(self.x[n_id], edge_index)[: nodes.numel()])
+                rows = self.x[n_id]
+                # Half-width features reach the layer in float32.
+                rows = rows.float() if rows.dtype in HALF_WIDTHS else rows
+                chunks.append(layer(rows, edge_index)[: nodes.numel()])
         return torch.cat(chunks) if chunks else self.x.new_zeros(0, self.x.size(1))
 
 
@@ -331,7 +341,7 @@ def gather(values: Tensor, slots: Tensor) -> Tensor:
         dtype=values.dtype,
         pin_memory=torch.cuda.is_available(),
     )
-    kernels.gather_rows(values.numpy(), slots.numpy(), out.numpy())
+    kernels.gather_rows(kernel_array(values), slots.numpy(), kernel_array(out))
     return out
 
 

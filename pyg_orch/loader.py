@@ -38,7 +38,11 @@ from pyg_orch.sampling import OrchNeighborSampler
 from pyg_orch.stats import STATS_HISTORY as STATS_HISTORY
 from pyg_orch.stats import BatchStats as BatchStats
 from pyg_orch.stats import LoaderStats, batch_stats
-from pyg_orch.validation import check_loader_arguments, feature_tensor
+from pyg_orch.validation import (
+    check_feature_dtype,
+    check_loader_arguments,
+    feature_tensor,
+)
 
 # The names imported "as" themselves were defined here before they moved, and
 # stay importable from here.
@@ -115,6 +119,12 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
             feature rows of the vertices of highest out-degree.
         check_finite: also check once, at construction, that ``data.x``
             holds no NaN or infinite value (one pass over the features).
+        feature_dtype: ``torch.bfloat16`` or ``torch.float16`` keeps the
+            features, the hot aggregates and the device caches in half width
+            (half the bytes gathered and copied); a float32 ``OrchModel``
+            computes in float32 from them. ``data.x`` is converted once (a
+            copy, ``data`` is left as it is): give it already converted to
+            hold the features once. ``None``: ``data.x``'s own dtype.
         **kwargs: any other argument of
             :class:`~torch_geometric.loader.NeighborLoader` and of
             :class:`torch.utils.data.DataLoader` (``input_nodes``,
@@ -156,6 +166,7 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
         device: torch.device | str | None = None,
         device_cache: int | str = 0,
         check_finite: bool = False,
+        feature_dtype: torch.dtype | None = None,
         **kwargs: Any,
     ) -> None:
         # By name: a reordered signature cannot swap two checks.
@@ -166,6 +177,7 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
             prefetch=prefetch, device=device, device_cache=device_cache,
             check_finite=check_finite, **kwargs,
         )  # fmt: skip
+        data = with_feature_dtype(data, feature_dtype)
         if "batch_size" in kwargs:
             # A NumPy int passes the check, but DataLoader takes only an int.
             kwargs["batch_size"] = int(kwargs["batch_size"])
@@ -401,6 +413,27 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
         # One batch as the DataLoader makes it, in the calling thread.
         out = self.collate_fn(seeds)
         return out if self.filter_per_worker else self.filter_fn(out)
+
+
+def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:
+    """``data``, or a shallow copy of it whose ``x`` is in ``feature_dtype``.
+
+    Raises:
+        TypeError: ``feature_dtype`` is not a float dtype pyg_orch stores.
+        NotImplementedError: ``data`` is a ``HeteroData``.
+
+    Example:
+        >>> data = Data(x=torch.ones(2, 3))
+        >>> with_feature_dtype(data, torch.bfloat16).x.dtype, data.x.dtype
+        (torch.bfloat16, torch.float32)
+    """
+    check_feature_dtype(feature_dtype, data)
+    x = feature_tensor(getattr(data, "x", None))
+    if feature_dtype is None or x is None or x.dtype == feature_dtype:
+        return data
+    data = copy.copy(data)
+    data.x = x.to(feature_dtype)
+    return data
 
 
 def _features(data: Any, read_by_kernels: bool) -> Tensor | None:

@@ -18,7 +18,7 @@ from torch_geometric.nn.norm import BatchNorm, DiffGroupNorm, InstanceNorm, Laye
 from torch_geometric.sampler.utils import to_csc
 from tqdm.auto import tqdm
 
-from pyg_orch.aggregation import aggregate_neighbours
+from pyg_orch.aggregation import HALF_WIDTHS, aggregate_neighbours
 from pyg_orch.convs import (
     FUSED,
     cache_kind,
@@ -179,6 +179,9 @@ def check_dtype(x: Tensor, model_dtype: torch.dtype, hot: bool) -> None:
     """Refuses features of another dtype than the model's parameters.
 
     Plain PyG fails on such a pair too, deep inside a conv; this says why.
+    Half-width features (bfloat16, float16: ``feature_dtype`` of the loader)
+    are the exception for a float32 model, which computes in float32 from
+    them.
 
     Args:
         x: the features (``data.x`` or a batch's ``x``).
@@ -195,6 +198,8 @@ def check_dtype(x: Tensor, model_dtype: torch.dtype, hot: bool) -> None:
         TypeError: hot vertices need float32 features (their aggregates are computed by a float32 kernel), but the model's parameters are torch.float64: use model.float(), or hot_ratio=0 to run in torch.float64 end to end
     """  # noqa: E501 - a doctest's output is one line
     if x.dtype == model_dtype:
+        return
+    if x.dtype in HALF_WIDTHS and model_dtype == torch.float32:
         return
     if hot:
         raise TypeError(
@@ -408,6 +413,10 @@ class OrchModel(torch.nn.Module):
             )
         check_dtype(batch.x, self.dtype, hot="hot_index" in batch)
         x = batch.x.to(device, non_blocking=True)
+        bottom = fused_kind(self.model.convs[0], own_hook=self._inject_hot_rows)
+        if x.dtype in HALF_WIDTHS and bottom is None:
+            # Only pyg_orch's aggregation reads half-width rows itself.
+            x = x.to(self.dtype)
         src, dst = batch.edge_index.to(device, non_blocking=True)
         hot, embedded = None, False
         if "hot_index" in batch and batch.hot_index.numel() > 0:

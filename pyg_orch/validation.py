@@ -151,6 +151,38 @@ def check_presample_epochs(presample_epochs: Any) -> None:
         )
 
 
+#: What ``feature_dtype`` may be: half widths, or float32.
+FEATURE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def check_feature_dtype(feature_dtype: Any, data: Any) -> None:
+    """Checks the loader's ``feature_dtype`` (``None`` or a float dtype).
+
+    Raises:
+        TypeError: it is not ``None`` or one of :data:`FEATURE_DTYPES`.
+        NotImplementedError: ``data`` is heterogeneous.
+
+    Example:
+        >>> check_feature_dtype(torch.int8, None)
+        Traceback (most recent call last):
+        ...
+        TypeError: feature_dtype must be None, torch.bfloat16, torch.float16 or torch.float32, got torch.int8
+    """  # noqa: E501 - a doctest's output is one line
+    if feature_dtype is None:
+        return
+    if feature_dtype not in FEATURE_DTYPES:
+        raise TypeError(
+            f"feature_dtype must be None, torch.bfloat16, torch.float16 or "
+            f"torch.float32, got {feature_dtype!r}"
+        )
+    if isinstance(data, HeteroData):
+        raise NotImplementedError(
+            "feature_dtype is not supported on HeteroData yet: convert each "
+            "node type's x yourself and use hot_ratio=0, or leave "
+            "feature_dtype=None"
+        )
+
+
 def check_device(device: Any) -> torch.device | None:
     """Checks that ``device`` names a device that exists here.
 
@@ -538,17 +570,18 @@ def check_features(
         )
     if on_cpu or aggregated:
         _check_cpu_readable(x, "hot vertices" if aggregated else "device=")
-    if aggregated and x.dtype != torch.float32:
+    if aggregated and x.dtype not in FEATURE_DTYPES:
         raise TypeError(
-            f"data.x must be float32 for hot vertices (their aggregates are "
-            f"computed by a float32 kernel), got {x.dtype} features; convert "
-            f"them with data.x = data.x.float() or set hot_ratio=0"
+            f"data.x must be float32 (or bfloat16 / float16) for hot vertices "
+            f"(their aggregates are computed by a float32 kernel), got "
+            f"{x.dtype} features; convert them with data.x = data.x.float() or "
+            f"set hot_ratio=0"
         )
-    if on_cpu and not _numpy_has(x.dtype):
+    if on_cpu and not (_numpy_has(x.dtype) or x.dtype in FEATURE_DTYPES):
         raise TypeError(
             f"data.x is {x.dtype}, which device= cannot gather (its kernel reads "
             f"features through NumPy, which has no such type): store them as "
-            f"torch.float16 or torch.float32, or set device=None"
+            f"torch.bfloat16, torch.float16 or torch.float32, or set device=None"
         )
     if check_finite and (x.is_floating_point() or x.is_complex()):
         _check_finite(x)

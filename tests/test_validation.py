@@ -234,9 +234,10 @@ BAD_INPUTS = [
     case("x requiring grad, device gather",
          lambda: loader(graph(x=GRAPH.x.clone().requires_grad_()), device="cpu"),
          ValueError, "data.x", r"requires grad, but device= read it .*detach\(\)"),
-    case("x bfloat16, device gather",
-         lambda: loader(graph(x=GRAPH.x.bfloat16()), device="cpu"), TypeError,
-         "data.x", r"torch.bfloat16, which device= cannot gather .*torch.float32"),
+    case("x float8, device gather",
+         lambda: loader(graph(x=GRAPH.x.to(torch.float8_e4m3fn)), device="cpu"),
+         TypeError, "data.x",
+         r"torch.float8_e4m3fn, which device= cannot gather .*torch.bfloat16"),
     case("x a NumPy array torch cannot view",
          lambda: loader(graph(x=GRAPH.x.numpy().astype(">f4"))), TypeError,
          "data.x", r"NumPy array torch cannot view in place \(.*byte order.*\): "

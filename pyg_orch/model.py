@@ -34,6 +34,10 @@ from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.validation import check_model_arguments
 
+#: ``OrchModel``'s ``precision``: the dtype its forward runs under
+#: ``torch.autocast`` in (``None``: none), with float32 master weights.
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
 # Norms that normalise each row on its own, whatever other rows are present.
 _ROW_NORMS = (
     torch.nn.Identity,
@@ -215,6 +219,43 @@ def check_dtype(x: Tensor, model_dtype: torch.dtype, hot: bool) -> None:
     )
 
 
+def check_precision(precision: Any, model: torch.nn.Module, hetero: bool) -> None:
+    """Checks ``OrchModel``'s ``precision`` against the model it wraps.
+
+    Raises:
+        ValueError: ``precision`` is not one of :data:`PRECISIONS`.
+        TypeError: mixed precision for a model whose parameters are not
+            float32 (its master weights).
+        NotImplementedError: mixed precision for a heterogeneous model.
+
+    Example:
+        >>> from torch_geometric.nn import GraphSAGE
+        >>> check_precision("bf16", GraphSAGE(4, 8, num_layers=2), hetero=False)
+        >>> check_precision("half", GraphSAGE(4, 8, num_layers=2), hetero=False)
+        Traceback (most recent call last):
+        ...
+        ValueError: precision must be one of ['fp32', 'bf16', 'fp16'], got 'half'
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"precision must be one of {list(PRECISIONS)}, got {precision!r}"
+        )
+    if precision == "fp32":
+        return
+    if hetero:
+        raise NotImplementedError(
+            f"precision={precision!r} is not supported for heterogeneous models "
+            f"yet: use precision='fp32'"
+        )
+    dtype = next(model.parameters()).dtype
+    if dtype != torch.float32:
+        raise TypeError(
+            f"precision={precision!r} runs a float32 model under autocast (its "
+            f"float32 parameters are the master weights), but the model's "
+            f"parameters are {dtype}: use model.float()"
+        )
+
+
 class OrchModel(torch.nn.Module):
     r"""Wraps a PyG :class:`~torch_geometric.nn.models.basic_gnn.BasicGNN`
     (:class:`~torch_geometric.nn.models.GraphSAGE`,
@@ -241,6 +282,13 @@ class OrchModel(torch.nn.Module):
         model: the PyG model to wrap (``jk=None``).
         loader: the loader whose hot cache feeds the bottom layer; it is told
             which aggregation the bottom layer needs.
+        precision: ``"fp32"``; ``"bf16"`` runs the forward pass (and so the
+            backward) under ``torch.autocast`` in bfloat16, the parameters
+            staying float32 (master weights): the convs' and linear layers'
+            products run in bfloat16, pyg_orch's aggregations in float32.
+            ``"fp16"`` does so in float16, on CUDA only (train it with a
+            ``torch.amp.GradScaler``). :meth:`inference` stays in the model's
+            dtype.
 
     A bottom conv whose messages depend on weights (``GATConv``,
     ``SAGEConv(project=True)``, ...) cannot be served exactly: unless the
@@ -278,11 +326,18 @@ class OrchModel(torch.nn.Module):
         torch.Size([64, 7])
     """
 
-    def __init__(self, model: BasicGNN, loader: OrchNeighborLoader | None = None):
+    def __init__(
+        self,
+        model: BasicGNN,
+        loader: OrchNeighborLoader | None = None,
+        precision: str = "fp32",
+    ):
         check_model_arguments(model, loader)
         super().__init__()
         # A heterogeneous model runs through hooks on its relation convs.
         self._hetero = None if isinstance(model, BasicGNN) else HeteroLayers(model)
+        check_precision(precision, model, self._hetero is not None)
+        self.precision = precision
         if self._hetero is None and model.jk_mode is not None:
             raise NotImplementedError(
                 f"OrchModel does not support jumping knowledge yet "
@@ -400,6 +455,20 @@ class OrchModel(torch.nn.Module):
             indexes. On a heterogeneous graph: the seed type's rows, or for
             link batches a dict of each seed type's rows.
         """
+        autocast = PRECISIONS[self.precision]
+        if autocast is None:
+            return self._forward(batch)
+        device_type = self.device.type
+        if autocast is torch.float16 and device_type != "cuda":
+            raise ValueError(
+                f"precision='fp16' needs a CUDA device (float16 training needs a "
+                f"grad scaler, and the CPU's autocast computes float16 slowly), "
+                f"but the model is on {self.device}: use precision='bf16' there"
+            )
+        with torch.autocast(device_type, dtype=autocast):
+            return self._forward(batch)
+
+    def _forward(self, batch: Data) -> Tensor:
         device = self.device
         if self._hetero is not None:
             self._check_hetero_version(batch)
@@ -539,7 +608,10 @@ class OrchModel(torch.nn.Module):
             # Hot rows come from the cache: their sampled edges are not needed.
             cold = cold_rows(num_dst, hot[0])
             src, dst = src[cold[dst]], dst[cold[dst]]
-        if isinstance(conv.aggr, str) and conv.aggr in FUSED:
+        # Under autocast, torch's sparse product would get bfloat16, which it
+        # lacks on the CPU: PyG's message passing then (slower, but exact).
+        autocast = torch.is_autocast_enabled(x.device.type)
+        if isinstance(conv.aggr, str) and conv.aggr in FUSED and not autocast:
             ones = x.new_ones(src.numel())
             adjacency, size = csr_adjacency(src, dst, ones, num_dst, x.size(0)), None
         else:
@@ -558,9 +630,12 @@ class OrchModel(torch.nn.Module):
         adjacency = csr_adjacency(
             src[keep], dst[keep], weight[keep], num_dst, x.size(0)
         )
-        out = torch.sparse.mm(adjacency, conv.lin(x))
+        # Under autocast lin's output is half width, and torch's sparse product
+        # has no bfloat16 on the CPU: it runs in the adjacency's dtype.
+        with torch.autocast(x.device.type, enabled=False):
+            out = torch.sparse.mm(adjacency, conv.lin(x).to(adjacency.dtype))
         if hot is not None and hot[1] is not None:
-            out = out.index_copy(0, hot[0], conv.lin(hot[1]))
+            out = out.index_copy(0, hot[0], conv.lin(hot[1]).to(out.dtype))
         return out + conv.bias if conv.bias is not None else out
 
     def _between_layers(self, layer: int, x: Tensor, act: bool = True) -> Tensor:

@@ -27,6 +27,7 @@ from typing import Any
 
 from pyg_orch.cache import CACHE_MODES
 from pyg_orch.hotness import HOT_METHODS, check_hot_ratio
+from pyg_orch.model import PRECISIONS
 from pyg_orch.train import MODELS, TrainConfig
 
 __all__ = [
@@ -60,6 +61,7 @@ TRAINING_OPTIONS = (
     "weight_decay",
     "eval_batch_size",
     "eval_every",
+    "precision",
 )
 #: Options of the hot/cold split and the pipeline that feeds it.
 HOT_OPTIONS = ("hot_ratio", "hot_method", "cache", "prefetch", "device_cache")
@@ -283,6 +285,12 @@ _OPTIONS: dict[str, _Option] = {
     "eval_every": _Option(
         "evaluate every this many epochs, and after the last one",
         {"type": positive_int, "metavar": "EPOCHS"},
+    ),
+    "precision": _Option(
+        "train under autocast in bf16 (features kept in bf16 too) or fp16 "
+        "(CUDA only, with a grad scaler), float32 master weights; evaluation "
+        "stays fp32",
+        {"choices": list(PRECISIONS)},
     ),
     "hot_ratio": _Option(
         "fraction of the vertices made hot, in [0, 1] (0: none, plain "

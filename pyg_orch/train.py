@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from pyg_orch.cache import CACHE_MODES
 from pyg_orch.hotness import check_hot_method, check_hot_ratio
 from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import OrchModel
+from pyg_orch.model import PRECISIONS, OrchModel
 from pyg_orch.validation import check_device_cache, check_num_workers
 
 #: ``--model`` choices: PyG models OrchModel serves exactly from the hot cache.
@@ -113,6 +113,11 @@ class TrainConfig:
         device_cache: bytes of GPU memory for the hot aggregates and the most
             gathered feature rows, or ``"auto"`` (half of the free memory);
             used on CUDA only.
+        precision: ``"fp32"``, ``"bf16"`` or ``"fp16"`` (CUDA only, with a
+            grad scaler): the model trains under autocast in that dtype
+            (:class:`~pyg_orch.OrchModel`'s ``precision``) and the loader
+            keeps the features in it (``feature_dtype``); evaluation stays
+            float32.
 
     Example:
         >>> config = TrainConfig(num_neighbors=[10, 5], epochs=5)
@@ -140,6 +145,7 @@ class TrainConfig:
     cache: str | None = None
     prefetch: int | None = None
     device_cache: int | str = "auto"
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if isinstance(self.num_neighbors, str) or not isinstance(
@@ -196,6 +202,11 @@ class TrainConfig:
         if not self.weight_decay >= 0:
             raise ValueError(
                 f"weight_decay (--weight-decay) must be >= 0, got {self.weight_decay!r}"
+            )
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"precision (--precision) must be one of {list(PRECISIONS)}, got "
+                f"{self.precision!r}"
             )
         if not isinstance(self.device, str) or not self.device:
             raise ValueError(
@@ -461,6 +472,7 @@ def make_train_loader(data: Data, config: TrainConfig) -> OrchNeighborLoader:
         hot_ratio=config.hot_ratio,
         hot_method=config.hot_method,
         cache=config.cache,
+        feature_dtype=PRECISIONS[config.precision],
         **pipeline_arguments(config, resolve_device(config.device)),
     )
 
@@ -469,6 +481,7 @@ def train_epoch(
     model: OrchModel,
     loader: OrchNeighborLoader,
     optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> float:
     """Trains one epoch over the training mini-batches.
 
@@ -480,6 +493,7 @@ def train_epoch(
         model: the wrapped model, already on its device.
         loader: the training loader (see :func:`make_train_loader`).
         optimizer: the optimizer of ``model``'s parameters.
+        scaler: scales the loss of float16 training (``precision="fp16"``).
 
     Returns:
         The mean cross-entropy loss over the epoch's seed nodes.
@@ -499,9 +513,14 @@ def train_epoch(
         optimizer.zero_grad()
         out = model(batch)
         target = batch.y[: batch.batch_size].view(-1).to(out.device)
-        loss = F.cross_entropy(out, target)
-        loss.backward()
-        optimizer.step()
+        loss = F.cross_entropy(out.float(), target)
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
         total_loss += float(loss.detach()) * batch.batch_size
         total_nodes += batch.batch_size
     return total_loss / max(total_nodes, 1)
@@ -608,6 +627,11 @@ def train(
     config = config if config is not None else TrainConfig()
     config.validate()
     device = resolve_device(config.device)
+    if config.precision == "fp16" and device.type != "cuda":
+        raise ValueError(
+            f"precision (--precision) fp16 needs a CUDA device, not {device}: use "
+            f"--precision bf16 on the CPU"
+        )
     if data is None:
         data = load_data(config)
     _check_data(data)
@@ -619,7 +643,7 @@ def train(
     )
     with make_train_loader(data, config) as train_loader:
         # With hot_ratio="auto", wrapping the model measures and picks a ratio.
-        model = OrchModel(model, train_loader)
+        model = OrchModel(model, train_loader, precision=config.precision)
         result = _fit(config, model, optimizer, train_loader, data, progress)
     result.hot_ratio = float(train_loader.hot_ratio)
     return result
@@ -656,12 +680,13 @@ def _fit(
     )
     start = time.perf_counter()
     train_seconds = 0.0
+    scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
     bar = tqdm(
         range(1, config.epochs + 1), desc="train", unit="epoch", disable=not progress
     )
     for epoch in bar:
         tick = time.perf_counter()
-        result.losses.append(train_epoch(model, train_loader, optimizer))
+        result.losses.append(train_epoch(model, train_loader, optimizer, scaler))
         train_seconds += time.perf_counter() - tick
         result.epochs_run = epoch
         postfix = {"loss": f"{result.losses[-1]:.4f}"}

@@ -50,6 +50,25 @@ def test_aggregate_benchmark_times_the_kernel_on_bfloat16_and_float32(capsys):
     assert 0 < float(wide.split()[-1]) < 1e-2
 
 
+def test_step_benchmark_times_both_ways_and_profiles(capsys):
+    argv = ["step", "--num-nodes", "3000", "--batch-size", "64", "--batches", "2",
+            "--rounds", "1", "--hidden-channels", "16"]  # fmt: skip
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ours = next(line for line in lines if line.startswith("pyg_orch aggregation"))
+    pyg = next(line for line in lines if line.startswith("PyG propagate"))
+    assert ours.endswith("1.00x") and float(pyg.split()[-6]) > 0
+    shares = {
+        line.split()[0]: float(line.split()[-1].rstrip("%"))
+        for line in lines
+        if line.strip().startswith(("products", "aggregation", "rest"))
+        and line.strip().endswith("%")
+    }
+    assert set(shares) == {"products", "aggregation", "rest"}
+    assert shares["products"] > 0 and shares["aggregation"] > 0
+    assert abs(sum(shares.values()) - 100) <= 2
+
+
 def test_aggregate_benchmark_prints_a_row_per_way(capsys):
     argv = ["aggregate", "--num-nodes", "3000", "--repeats", "2", "--copy-gb", "0.01"]
     assert main(argv) == 0
@@ -70,6 +89,29 @@ def test_aggregate_benchmark_prints_a_row_per_way(capsys):
         assert float(line.split()[-1]) < 1e-4  # every way agrees with the kernel
     assert sum(line.startswith("memory copy (") for line in lines) == 2
     assert sum(line.startswith("memory read (") for line in lines) == 1
+
+
+@pytest.mark.slow
+def test_epoch_benchmark_times_bf16_rows_with_half_the_bytes_gathered(capsys):
+    argv = ["epoch", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "2",
+            "--warmup", "1", "--batch-size", "64", "--hidden-channels", "16",
+            "--num-neighbors", "5", "5", "--hot-ratios", "0.2",
+            "--precisions", "fp32", "bf16"]  # fmt: skip
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith(("PyG", "pyg_orch"))]
+    names = [row.split("  ")[0] for row in rows]
+    assert names == [
+        "PyG NeighborLoader + GraphSAGE (trim_to_layer)",
+        "pyg_orch hot_ratio=0.2",
+        "PyG NeighborLoader + GraphSAGE, autocast bf16",
+        "pyg_orch hot_ratio=0.2 bf16",
+    ]
+    pairs = zip(names, rows, strict=True)
+    gathered = {name: float(row.split()[-5]) for name, row in pairs}
+    # The same batches, features and hot aggregates in half the bytes.
+    half = gathered["pyg_orch hot_ratio=0.2 bf16"]
+    assert half == pytest.approx(gathered["pyg_orch hot_ratio=0.2"] / 2, abs=0.1)
 
 
 @pytest.mark.slow

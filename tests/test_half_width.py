@@ -52,7 +52,7 @@ def test_half_width_batches_equal_plain_pyg_on_the_widened_features(dtype, model
         tolerance = TOLERANCE[dtype]
         torch.testing.assert_close(out, expected, atol=tolerance, rtol=tolerance)
         for grad, parameter in zip(grads, model.parameters(), strict=True):
-            scale = parameter.grad.abs().max()
+            scale = float(parameter.grad.abs().max())
             torch.testing.assert_close(
                 grad, parameter.grad, atol=tolerance * scale, rtol=tolerance
             )

@@ -16,6 +16,7 @@ from pyg_orch.train import (
     accuracy,
     build_model,
     evaluate,
+    make_train_loader,
     resolve_device,
     train,
 )
@@ -183,11 +184,32 @@ def test_unknown_device_is_rejected():
         ({"prefetch": -1}, "prefetch"),
         ({"device_cache": -1}, "device_cache"),
         ({"num_workers": 2, "cache": "resample", "hot_ratio": 0.2}, "num_workers"),
+        ({"precision": "bf32"}, "precision"),
     ],
 )
 def test_bad_config_names_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=rf"^{name} \("):
         TrainConfig(**kwargs)
+
+
+def test_bf16_training_keeps_features_in_bf16_and_learns(cora):
+    # Under autocast (bfloat16 products, float32 master weights) with bfloat16
+    # features; evaluation in float32. Cora's public split, as the fp32 run.
+    config = TrainConfig(precision="bf16", epochs=3, hot_ratio=0.2)
+    result = train(config, progress=False, data=cora)
+    assert result.losses[-1] < result.losses[0]
+    assert result.test_acc > 0.5
+    config.hot_ratio = 0.0  # a loader without its model yields plain batches
+    batch = next(iter(make_train_loader(cora, config)))
+    assert batch.x.dtype == torch.bfloat16
+    assert cora.x.dtype == torch.float32
+
+
+def test_fp16_training_on_the_cpu_is_refused_by_option(cora):
+    with pytest.raises(
+        ValueError, match=r"precision \(--precision\) fp16 needs a CUDA"
+    ):
+        train(TrainConfig(precision="fp16", device="cpu"), progress=False, data=cora)
 
 
 def test_train_revalidates_changed_config(cora):

@@ -17,12 +17,14 @@ from pyg_orch.benchmark import (
     gpu,
     pipeline,
     sampler,
+    step,
 )
 
 BENCHMARKS = {
     "sampler": sampler,
     "aggregate": aggregate,
     "epoch": epoch,
+    "step": step,
     "accuracy": accuracy,
     "pipeline": pipeline,
     "gpu": gpu,

@@ -79,6 +79,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=20,
         help="timed batches per configuration (default: %(default)s)",
     )
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=["fp32", "bf16"],
+        default=["fp32"],
+        metavar="PRECISION",
+        help="node task: also time plain PyG under torch.autocast and pyg_orch "
+        "with precision= and feature_dtype= in each of these: fp32 or bf16 "
+        "(default: fp32)",
+    )
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,7 +126,11 @@ class Measurement:
 
 
 def _measure(
-    name: str, hot_ratio: float | None, graph_path: str, args: argparse.Namespace
+    name: str,
+    hot_ratio: float | None,
+    graph_path: str,
+    args: argparse.Namespace,
+    precision: str = "fp32",
 ) -> Measurement:
     """Times sample / gather / train of each batch of one configuration.
 
@@ -126,7 +140,7 @@ def _measure(
     torch.manual_seed(args.seed)
     start = time.perf_counter()
     task = task_of(args)
-    loader, model, forward = configuration(task, data, args, hot_ratio)
+    loader, model, forward = configuration(task, data, args, hot_ratio, precision)
     setup_s = time.perf_counter() - start
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
     rows: list[tuple[float, ...]] = []
@@ -187,10 +201,32 @@ def saved_name(args: argparse.Namespace) -> str:
 
 
 def _in_child(
-    name: str, hot_ratio: float | None, graph_path: str, args: argparse.Namespace
+    name: str,
+    hot_ratio: float | None,
+    graph_path: str,
+    args: argparse.Namespace,
+    precision: str,
 ) -> Measurement:
     # A fresh process per configuration, so that each peak RSS is its own.
-    return run_spawned(_measure, name, hot_ratio, graph_path, args)
+    return run_spawned(_measure, name, hot_ratio, graph_path, args, precision)
+
+
+def _configurations(task: str, args: argparse.Namespace) -> list[tuple]:
+    # (name, hot ratio, precision) of each row: plain PyG first.
+    rows = []
+    for precision in getattr(args, "precisions", ["fp32"]):
+        tag = "" if precision == "fp32" else f" {precision}"
+        baseline = (
+            BASELINES[task]
+            if precision == "fp32"
+            else f"PyG NeighborLoader + GraphSAGE, autocast {precision}"
+        )
+        rows.append((baseline, None, precision))
+        rows += [
+            (f"pyg_orch hot_ratio={ratio:g}{tag}", ratio, precision)
+            for ratio in args.hot_ratios
+        ]
+    return rows
 
 
 def run(args: argparse.Namespace) -> BarChart:
@@ -204,15 +240,16 @@ def run(args: argparse.Namespace) -> BarChart:
         f"batches after {args.warmup} warm-up; {torch.get_num_threads()} threads",
         flush=True,
     )
-    configurations = [(BASELINES[task], None)] + [
-        (f"pyg_orch hot_ratio={ratio:g}", ratio) for ratio in args.hot_ratios
-    ]
+    if task != "node" and getattr(args, "precisions", ["fp32"]) != ["fp32"]:
+        raise ValueError("--precisions other than fp32: the node task only")
+    configurations = _configurations(task, args)
     with tempfile.TemporaryDirectory() as folder:
         graph_path = str(Path(folder) / "graph.pt")
         torch.save(data, graph_path)
         del data
         results = [
-            _in_child(name, ratio, graph_path, args) for name, ratio in configurations
+            _in_child(name, ratio, graph_path, args, precision)
+            for name, ratio, precision in configurations
         ]
     _print_table(results)
     return BarChart(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -32,7 +33,7 @@ from pyg_orch.benchmark.graph import benchmark_graph
 from pyg_orch.datasets import power_law_hetero_graph
 from pyg_orch.link_loader import OrchLinkNeighborLoader
 from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import OrchModel
+from pyg_orch.model import PRECISIONS, OrchModel
 from pyg_orch.sampling import OrchNeighborSampler
 
 #: What each task's plain PyG row is called.
@@ -75,9 +76,13 @@ def graph_sage(
     )
 
 
-def baseline(data: Data, args: argparse.Namespace) -> Configuration:
+def baseline(
+    data: Data, args: argparse.Namespace, precision: str = "fp32"
+) -> Configuration:
     """PyG's ``NeighborLoader`` and ``GraphSAGE`` with ``trim_to_layer``.
 
+    With a ``precision`` other than ``"fp32"``, the forward runs under
+    ``torch.autocast`` in it: the one-line mixed precision of plain PyG.
     Returns the loader, the model and the forward function of a batch.
     """
     # PyG cannot sample here without pyg-lib or torch-sparse: hand it ours.
@@ -87,8 +92,12 @@ def baseline(data: Data, args: argparse.Namespace) -> Configuration:
     )
     model = graph_sage(data, args)
 
+    autocast = PRECISIONS[precision]
+
     def forward(batch: Data) -> Tensor:
-        return _trimmed(model, batch)[: batch.batch_size]
+        mixed = torch.autocast("cpu", dtype=autocast) if autocast else nullcontext()
+        with mixed:
+            return _trimmed(model, batch)[: batch.batch_size]
 
     return loader, model, forward
 
@@ -110,14 +119,22 @@ def graph(task: str, args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def configuration(
-    task: str, data: Any, args: argparse.Namespace, hot_ratio: float | None
+    task: str,
+    data: Any,
+    args: argparse.Namespace,
+    hot_ratio: float | None,
+    precision: str = "fp32",
 ) -> Configuration:
-    """The loader, model and forward of ``task`` (``hot_ratio=None``: plain PyG)."""
+    """The loader, model and forward of ``task`` (``hot_ratio=None``: plain PyG).
+
+    ``precision`` (node task only): plain PyG under autocast, or pyg_orch
+    with ``OrchModel``'s ``precision`` and the features kept in that dtype.
+    """
     if task == "node":
         return (
-            baseline(data, args)
+            baseline(data, args, precision)
             if hot_ratio is None
-            else _orch_node(data, args, hot_ratio)
+            else _orch_node(data, args, hot_ratio, precision)
         )
     if task == "hetero":
         return _hetero(data, args, hot_ratio)
@@ -127,7 +144,7 @@ def configuration(
 def loss(task: str, out: Any, batch: Any) -> Tensor:
     """The training loss of ``batch`` given the forward's output."""
     if task == "node":
-        return F.cross_entropy(out, batch.y[: batch.batch_size])
+        return F.cross_entropy(out.float(), batch.y[: batch.batch_size])
     if task == "hetero":
         papers = batch["paper"]
         return F.cross_entropy(out, papers.y[: papers.batch_size])
@@ -136,12 +153,14 @@ def loss(task: str, out: Any, batch: Any) -> Tensor:
     return F.binary_cross_entropy_with_logits(scores, batch.edge_label)
 
 
-def _orch_node(data: Data, args: argparse.Namespace, hot_ratio: float) -> Configuration:
+def _orch_node(
+    data: Data, args: argparse.Namespace, hot_ratio: float, precision: str
+) -> Configuration:
     loader = OrchNeighborLoader(
         data, hot_ratio=hot_ratio, hot_method=args.hot_method,
-        **loader_arguments(data, args),
+        feature_dtype=PRECISIONS[precision], **loader_arguments(data, args),
     )  # fmt: skip
-    model = OrchModel(graph_sage(data, args), loader)
+    model = OrchModel(graph_sage(data, args), loader, precision=precision)
     return loader, model, model
 
 

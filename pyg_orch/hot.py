@@ -10,6 +10,7 @@ batch, the refreshes of re-sampled or embedded values, and the choice of
 
 from __future__ import annotations
 
+import copy
 import itertools
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from pyg_orch.hotness import (
 from pyg_orch.pipeline import HotRefresher, refresh_seed
 from pyg_orch.relation_cache import RelationCache
 from pyg_orch.sampling import OrchNeighborSampler
-from pyg_orch.validation import feature_tensor
+from pyg_orch.validation import check_feature_dtype, feature_tensor
 
 # Versions of serve, unique in the process: a batch's hot_version names the
 # serving, whichever loader made it.
@@ -806,3 +807,24 @@ def _default_fanout(num_neighbors: Any, fanout: int | None) -> int:
         return -1  # per-edge-type fan-outs: hot vertices need a homogeneous graph
     fanouts = list(getattr(num_neighbors, "values", num_neighbors))
     return -1 if -1 in fanouts else max(max(fanouts, default=1), 1)
+
+
+def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:
+    """``data``, or a shallow copy of it whose ``x`` is in ``feature_dtype``.
+
+    Raises:
+        TypeError: ``feature_dtype`` is not a float dtype pyg_orch stores.
+        NotImplementedError: ``data`` is a ``HeteroData``.
+
+    Example:
+        >>> data = Data(x=torch.ones(2, 3))
+        >>> with_feature_dtype(data, torch.bfloat16).x.dtype, data.x.dtype
+        (torch.bfloat16, torch.float32)
+    """
+    check_feature_dtype(feature_dtype, data)
+    x = feature_tensor(getattr(data, "x", None))
+    if feature_dtype is None or x is None or x.dtype == feature_dtype:
+        return data
+    data = copy.copy(data)
+    data.x = x.to(feature_dtype)
+    return data

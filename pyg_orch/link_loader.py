@@ -5,11 +5,12 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader
 
-from pyg_orch.hot import HotServing, HotVertices, hot_features
+from pyg_orch.hot import HotServing, HotVertices, hot_features, with_feature_dtype
 from pyg_orch.hotness import HotSet, check_hot_method
 from pyg_orch.sampling import OrchNeighborSampler
 from pyg_orch.validation import (
@@ -53,6 +54,9 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
             the seed edges) or ``"degree"``.
         hot: a precomputed hot set to use instead of choosing one.
         presample_epochs: epochs sampled by ``presample``.
+        feature_dtype: ``torch.bfloat16`` or ``torch.float16`` keeps the
+            features and hot aggregates in half width, as in
+            :class:`~pyg_orch.OrchNeighborLoader`.
         **kwargs: the other arguments of
             :class:`~torch_geometric.loader.LinkNeighborLoader` and of
             :class:`torch.utils.data.DataLoader`, by name.
@@ -91,9 +95,11 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
         hot_method: str = "presample",
         hot: HotSet | Tensor | None = None,
         presample_epochs: int = 1,
+        feature_dtype: torch.dtype | None = None,
         **kwargs: Any,
     ):
         _check_hot_arguments(data, hot_ratio, hot_method, hot, presample_epochs)
+        data = with_feature_dtype(data, feature_dtype)
         arguments = _PARAMETERS.bind(self, data, num_neighbors, *args, **kwargs)
         arguments = {**arguments.arguments, **arguments.arguments.get("kwargs", {})}
         if arguments.get("neighbor_sampler") is None:

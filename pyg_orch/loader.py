@@ -31,18 +31,14 @@ from pyg_orch.cache import (
 from pyg_orch.checkpoint import check_state, loader_identity
 from pyg_orch.epoch import EpochPlan as EpochPlan
 from pyg_orch.epoch import Epochs
-from pyg_orch.hot import HotServing, HotVertices, hot_features
+from pyg_orch.hot import HotServing, HotVertices, hot_features, with_feature_dtype
 from pyg_orch.hotness import AUTO_RATIOS, HotRatioTuning, HotSet
 from pyg_orch.producer import BatchProducer
 from pyg_orch.sampling import OrchNeighborSampler
 from pyg_orch.stats import STATS_HISTORY as STATS_HISTORY
 from pyg_orch.stats import BatchStats as BatchStats
 from pyg_orch.stats import LoaderStats, batch_stats
-from pyg_orch.validation import (
-    check_feature_dtype,
-    check_loader_arguments,
-    feature_tensor,
-)
+from pyg_orch.validation import check_loader_arguments, feature_tensor
 
 # The names imported "as" themselves were defined here before they moved, and
 # stay importable from here.
@@ -413,27 +409,6 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
         # One batch as the DataLoader makes it, in the calling thread.
         out = self.collate_fn(seeds)
         return out if self.filter_per_worker else self.filter_fn(out)
-
-
-def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:
-    """``data``, or a shallow copy of it whose ``x`` is in ``feature_dtype``.
-
-    Raises:
-        TypeError: ``feature_dtype`` is not a float dtype pyg_orch stores.
-        NotImplementedError: ``data`` is a ``HeteroData``.
-
-    Example:
-        >>> data = Data(x=torch.ones(2, 3))
-        >>> with_feature_dtype(data, torch.bfloat16).x.dtype, data.x.dtype
-        (torch.bfloat16, torch.float32)
-    """
-    check_feature_dtype(feature_dtype, data)
-    x = feature_tensor(getattr(data, "x", None))
-    if feature_dtype is None or x is None or x.dtype == feature_dtype:
-        return data
-    data = copy.copy(data)
-    data.x = x.to(feature_dtype)
-    return data
 
 
 def _features(data: Any, read_by_kernels: bool) -> Tensor | None:

@@ -61,6 +61,23 @@ def test_link_batches_match_the_whole_graph_forward_and_gradients(
         assert torch.allclose(mine, reference, atol=1e-5)
 
 
+def test_bf16_link_batches_match_the_whole_graph_on_widened_features(cora):
+    # Cora's features are 0/1: exact in bfloat16, so only the hot aggregates'
+    # rounding separates the two.
+    torch.manual_seed(0)
+    model = GraphSAGE(cora.num_features, 16, num_layers=2)
+    loader = OrchLinkNeighborLoader(
+        cora, [-1, -1], batch_size=64, neg_sampling="binary", hot_ratio=0.3,
+        feature_dtype=torch.bfloat16,
+    )  # fmt: skip
+    orch = OrchModel(model, loader)
+    batch = next(iter(loader))
+    assert batch.x.dtype == batch.hot_agg.dtype == torch.bfloat16
+    z = orch(batch)
+    whole = model(cora.x.bfloat16().float(), cora.edge_index)[batch.n_id]
+    torch.testing.assert_close(z, whole[: z.size(0)], atol=2e-2, rtol=2e-2)
+
+
 def test_hetero_link_batches_match_the_whole_graph(mag):
     torch.manual_seed(0)
     model = to_hetero(GraphSAGE(8, 16, num_layers=2), mag.metadata())

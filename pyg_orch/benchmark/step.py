@@ -22,7 +22,6 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 from torch_geometric.data import Data
 
-from pyg_orch.benchmark.epoch import add_training_arguments
 from pyg_orch.benchmark.graph import (
     BENCHMARK_DEFAULTS,
     add_graph_arguments,
@@ -43,7 +42,9 @@ _AGGREGATION = ("_Aggregate", "_AggregateBackward")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds this benchmark's options to ``parser``."""
     add_graph_arguments(parser)
-    add_training_arguments(parser)
+    for name in ("num_neighbors", "batch_size", "hidden_channels"):
+        default = getattr(BENCHMARK_DEFAULTS, name)
+        add_option(parser, name, list(default) if name == "num_neighbors" else default)
     add_option(parser, "hot_ratio", 0.2, type=hot_fraction)
     add_option(parser, "hot_method", BENCHMARK_DEFAULTS.hot_method)
     parser.add_argument(

@@ -202,6 +202,19 @@ def test_pipeline_benchmark_prints_each_mode_with_and_without_prefetch(capsys):
 
 
 @pytest.mark.slow
+def test_gpu_benchmark_runs_in_bf16_on_the_cpu_too(capsys):
+    argv = ["gpu", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "2",
+            "--warmup", "1", "--batch-size", "64", "--hidden-channels", "16",
+            "--modes", "static", "--device-cache", "100000",
+            "--precision", "bf16"]  # fmt: skip
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "precision bf16" in lines[0]
+    rows = [line for line in lines if line.startswith(("PyG", "pyg_orch"))]
+    assert len(rows) == 3 and rows[0].split()[-3] == "1.00x"
+
+
+@pytest.mark.slow
 def test_gpu_benchmark_runs_on_the_cpu_too(capsys):
     argv = ["gpu", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "3"]
     argv += ["--warmup", "1", "--batch-size", "64", "--hidden-channels", "16"]

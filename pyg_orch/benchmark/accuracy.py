@@ -165,8 +165,8 @@ def _config(args: argparse.Namespace, dataset: str, model: str) -> TrainConfig:
 
 def _run_precision(args: argparse.Namespace) -> None:
     # fp32 against args.precision, each dataset x model at --hot-ratio.
-    narrow = args.precision
-    print(f"| dataset | model | hot ratio | fp32 | {narrow} | difference | minutes |")
+    low = args.precision
+    print(f"| dataset | model | hot ratio | fp32 | {low} | difference | minutes |")
     print("|---|---|---|---|---|---|---|")
     for name in args.datasets:
         data = load_dataset(name, root=args.root, seed=0)

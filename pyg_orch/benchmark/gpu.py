@@ -25,7 +25,7 @@ from pyg_orch.benchmark.spawned import run_spawned
 from pyg_orch.benchmark.tasks import BASELINES, baseline, graph_sage, loader_arguments
 from pyg_orch.benchmark.training import EpochTiming, timed_epoch
 from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import OrchModel
+from pyg_orch.model import PRECISIONS, OrchModel
 from pyg_orch.options import add_option, hot_fraction, positive_int
 from pyg_orch.train import resolve_device
 
@@ -62,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "device_cache", "auto")
     add_option(parser, "device", "auto")
     parser.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="bf16: the baseline under torch.autocast(bfloat16), pyg_orch with "
+        "precision='bf16' and bfloat16 features, so that half the bytes are "
+        "copied to the device (default: fp32)",
+    )
+    parser.add_argument(
         "--batches",
         type=positive_int,
         default=None,
@@ -83,7 +91,7 @@ def _setup(data: Data, hot: torch.Tensor, mode: str | None, cached: bool, args):
     # The loader, the model and its forward function of one configuration.
     device = resolve_device(args.device)
     if mode is None:
-        loader, model, forward = baseline(data, args)
+        loader, model, forward = baseline(data, args, args.precision)
         return loader, model.to(device), forward
     loader = OrchNeighborLoader(
         data,
@@ -93,9 +101,12 @@ def _setup(data: Data, hot: torch.Tensor, mode: str | None, cached: bool, args):
         prefetch=args.prefetch,
         device=device,
         device_cache=args.device_cache if cached else 0,
+        feature_dtype=PRECISIONS[args.precision],
         **loader_arguments(data, args),
     )
-    model = OrchModel(graph_sage(data, args).to(device), loader)
+    model = OrchModel(
+        graph_sage(data, args).to(device), loader, precision=args.precision
+    )
     return loader, model, model
 
 
@@ -133,7 +144,8 @@ def run(args: argparse.Namespace) -> BarChart:
     print(
         f"{description}; fan-outs {args.num_neighbors}, batch {args.batch_size}, "
         f"GraphSAGE hidden {args.hidden_channels}; hot_ratio {args.hot_ratio:g}, "
-        f"prefetch {args.prefetch}, super-batch {args.super_batch}; device "
+        f"prefetch {args.prefetch}, super-batch {args.super_batch}; precision "
+        f"{args.precision}; device "
         f"{name}; {'one epoch' if args.batches is None else f'{args.batches} batches'}"
         f" after {args.warmup} warm-up batches",
         flush=True,

@@ -95,7 +95,10 @@ def baseline(
     autocast = PRECISIONS[precision]
 
     def forward(batch: Data) -> Tensor:
-        mixed = torch.autocast("cpu", dtype=autocast) if autocast else nullcontext()
+        device_type = batch.x.device.type
+        mixed = (
+            torch.autocast(device_type, dtype=autocast) if autocast else nullcontext()
+        )
         with mixed:
             return _trimmed(model, batch)[: batch.batch_size]
 

@@ -14,6 +14,7 @@ cores, most of it choosing the hot vertices.
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from collections.abc import Callable
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> BarChart:
         **loader_arguments(data, args),
     )  # fmt: skip
     model = OrchModel(graph_sage(data, args), loader)
-    batches = [batch for batch, _ in zip(loader, range(args.batches + 1), strict=False)]
+    batches = list(itertools.islice(loader, args.batches + 1))
     print(
         f"{description}; GraphSAGE hidden {args.hidden_channels}, fan-outs "
         f"{args.num_neighbors}, batch {args.batch_size}, hot ratio {args.hot_ratio:g}; "

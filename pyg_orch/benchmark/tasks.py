@@ -159,6 +159,9 @@ def loss(task: str, out: Any, batch: Any) -> Tensor:
 def _orch_node(
     data: Data, args: argparse.Namespace, hot_ratio: float, precision: str
 ) -> Configuration:
+    if precision != "fp32":
+        # Held once, in half width, as feature_dtype's documentation advises.
+        data.x = data.x.to(PRECISIONS[precision])
     loader = OrchNeighborLoader(
         data, hot_ratio=hot_ratio, hot_method=args.hot_method,
         feature_dtype=PRECISIONS[precision], **loader_arguments(data, args),

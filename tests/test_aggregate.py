@@ -255,7 +255,12 @@ def test_a_forked_worker_can_run_the_parallel_kernel(graph):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
-    "dtype, bits", [(torch.bfloat16, torch.uint16), (torch.float16, torch.int16)]
+    "dtype, bits",
+    [
+        (torch.bfloat16, torch.uint16),
+        # Its kernels compile for 11 s: with the slow tests.
+        pytest.param(torch.float16, torch.int16, marks=pytest.mark.slow),
+    ],
 )
 def test_half_width_bits_aggregate_like_their_float32_values(kind, dtype, bits):
     # The kernel widens each value as it reads it and sums in the same order:

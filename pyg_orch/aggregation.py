@@ -25,7 +25,7 @@ from pyg_orch.kernels.gradient import aggregate_gradient
 
 __all__ = ["HALF_WIDTHS", "aggregate_neighbours", "kernel_array"]
 
-#: Feature dtypes stored in half width: the kernels read their bits.
+#: Feature dtypes stored in half width, whose bits the kernels read.
 HALF_WIDTHS = (torch.bfloat16, torch.float16)
 _BITS = {torch.bfloat16: torch.uint16, torch.float16: torch.int16}
 

@@ -34,8 +34,8 @@ from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.validation import check_model_arguments
 
-#: ``OrchModel``'s ``precision``: the dtype its forward runs under
-#: ``torch.autocast`` in (``None``: none), with float32 master weights.
+#: The ``torch.autocast`` dtype of ``OrchModel``'s forward for each
+#: ``precision`` (``None`` for none), with float32 master weights.
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 # Norms that normalise each row on its own, whatever other rows are present.

@@ -151,7 +151,7 @@ def check_presample_epochs(presample_epochs: Any) -> None:
         )
 
 
-#: What ``feature_dtype`` may be: half widths, or float32.
+#: The dtypes ``feature_dtype`` may name, half widths and float32.
 FEATURE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 

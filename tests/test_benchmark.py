@@ -174,14 +174,31 @@ def test_accuracy_benchmark_compares_plain_pyg_on_the_hetero_graph(capsys):
     assert plain > 12.5 and hot > 12.5, rows[0]
 
 
-def test_accuracy_benchmark_prints_a_row_per_model(capsys):
+@pytest.mark.parametrize(
+    "precision, header, gcn_cells",
+    [
+        ("fp32", ["hot 0", "hot 0.2", "difference"], 3),
+        ("bf16", ["hot ratio", "fp32", "bf16", "difference"], 4),
+    ],
+)
+def test_accuracy_benchmark_prints_a_row_per_model(
+    capsys, precision, header, gcn_cells
+):
     argv = ["accuracy", "--models", "sage", "gcn", "--seeds", "0", "--epochs", "1"]
-    assert main([*argv, "--num-neighbors", "5", "5", "--hidden-channels", "16"]) == 0
+    argv += ["--num-neighbors", "5", "5", "--hidden-channels", "16"]
+    assert main([*argv, "--precision", precision]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(" | ")[:2] for line in lines if line.startswith("| cora")] == [
-        ["| cora", "sage"],
-        ["| cora", "gcn"],
-    ]
+    table = [line.strip("| ").split(" | ") for line in lines if line.startswith("|")]
+    assert table[0] == ["dataset", "model", *header, "minutes"]
+    rows = [row for row in table if row[0] == "cora"]
+    assert [row[:2] for row in rows] == [["cora", "sage"], ["cora", "gcn"]]
+    assert all(len(row) == len(table[0]) for row in rows)
+    gcn = rows[1][2 : 2 + gcn_cells]
+    if precision == "fp32":
+        # OrchModel refuses GCN with hot vertices: only hot ratio 0 is trained.
+        assert gcn[1:] == ["refused", "-"]
+    else:
+        assert gcn[0] == "0" and "±" in gcn[2]
 
 
 def test_pipeline_benchmark_prints_each_mode_with_and_without_prefetch(capsys):

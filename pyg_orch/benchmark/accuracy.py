@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 from torch_geometric.data import HeteroData
@@ -123,32 +124,56 @@ def run(args: argparse.Namespace) -> None:
         f"evaluation; seeds {args.seeds}; hot method {args.hot_method}",
         flush=True,
     )
-    if args.precision != "fp32":
-        _run_precision(args)
-        return
-    ratio = f"{args.hot_ratio:g}"
-    print(f"| dataset | model | hot 0 | hot {ratio} | difference | minutes |")
-    print("|---|---|---|---|---|---|")
+    if args.precision == "fp32":
+        ratio = f"{args.hot_ratio:g}"
+        header = ["hot 0", f"hot {ratio}", "difference"]
+        _table(args, header, _hot_cells)
+    else:
+        header = ["hot ratio", "fp32", args.precision, "difference"]
+        _table(args, header, _precision_cells)
+
+
+def _table(
+    args: argparse.Namespace,
+    header: list[str],
+    cells: Callable[[object, TrainConfig, argparse.Namespace], list[str]],
+) -> None:
+    # One row per dataset x model: its name, ``cells`` and the minutes taken.
+    print("| " + " | ".join(["dataset", "model", *header, "minutes"]) + " |")
+    print("|" + "---|" * (len(header) + 3))
     for name in args.datasets:
         data = load_dataset(name, root=args.root, seed=0)
         for model in args.models:
             start = time.perf_counter()
-            config = _config(args, name, model)
-            plain = _accuracies(data, config, args.seeds)
-            # OrchModel refuses GCN with hot vertices (batch-degree norms).
-            hot_cell, difference = "refused", "-"
-            if model != "gcn":
-                config.hot_ratio = args.hot_ratio
-                hot = _accuracies(data, config, args.seeds)
-                hot_cell = _cell(hot)
-                gain = 100 * (statistics.mean(hot) - statistics.mean(plain))
-                difference = f"{gain:+.2f}"
+            row = cells(data, _config(args, name, model), args)
             minutes = (time.perf_counter() - start) / 60
             print(
-                f"| {name.rsplit('/', 1)[-1]} | {model} | {_cell(plain)} | "
-                f"{hot_cell} | {difference} | {minutes:.1f} |",
+                f"| {name.rsplit('/', 1)[-1]} | {model} | {' | '.join(row)} | "
+                f"{minutes:.1f} |",
                 flush=True,
             )
+
+
+def _hot_cells(data, config: TrainConfig, args: argparse.Namespace) -> list[str]:
+    # Hot ratio 0 against --hot-ratio.
+    plain = _accuracies(data, config, args.seeds)
+    # OrchModel refuses GCN with hot vertices (batch-degree norms).
+    if config.model == "gcn":
+        return [_cell(plain), "refused", "-"]
+    config.hot_ratio = args.hot_ratio
+    hot = _accuracies(data, config, args.seeds)
+    gain = 100 * (statistics.mean(hot) - statistics.mean(plain))
+    return [_cell(plain), _cell(hot), f"{gain:+.2f}"]
+
+
+def _precision_cells(data, config: TrainConfig, args: argparse.Namespace) -> list[str]:
+    # fp32 against --precision, both at --hot-ratio (0 for GCN).
+    config.hot_ratio = 0.0 if config.model == "gcn" else args.hot_ratio
+    wide = _accuracies(data, config, args.seeds)
+    config.precision = args.precision
+    narrow = _accuracies(data, config, args.seeds)
+    gain = 100 * (statistics.mean(narrow) - statistics.mean(wide))
+    return [f"{config.hot_ratio:g}", _cell(wide), _cell(narrow), f"{gain:+.2f}"]
 
 
 def _config(args: argparse.Namespace, dataset: str, model: str) -> TrainConfig:
@@ -161,29 +186,6 @@ def _config(args: argparse.Namespace, dataset: str, model: str) -> TrainConfig:
         epochs=args.epochs,
         hot_method=args.hot_method,
     )
-
-
-def _run_precision(args: argparse.Namespace) -> None:
-    # fp32 against args.precision, each dataset x model at --hot-ratio.
-    low = args.precision
-    print(f"| dataset | model | hot ratio | fp32 | {low} | difference | minutes |")
-    print("|---|---|---|---|---|---|---|")
-    for name in args.datasets:
-        data = load_dataset(name, root=args.root, seed=0)
-        for model in args.models:
-            start = time.perf_counter()
-            config = _config(args, name, model)
-            config.hot_ratio = 0.0 if model == "gcn" else args.hot_ratio
-            wide = _accuracies(data, config, args.seeds)
-            config.precision = args.precision
-            narrow = _accuracies(data, config, args.seeds)
-            gain = 100 * (statistics.mean(narrow) - statistics.mean(wide))
-            minutes = (time.perf_counter() - start) / 60
-            print(
-                f"| {name.rsplit('/', 1)[-1]} | {model} | {config.hot_ratio:g} | "
-                f"{_cell(wide)} | {_cell(narrow)} | {gain:+.2f} | {minutes:.1f} |",
-                flush=True,
-            )
 
 
 def run_hetero(args: argparse.Namespace) -> None:

@@ -52,21 +52,26 @@ class _Aggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, rowptr, col, kind, num_dst, hot_index, hot_value, relu):
         # The previous layer's relu, here so that its gradient is applied as
-        # the sources' gradient rows are written (no pass of its own).
-        x = torch.relu(x) if relu else x.contiguous()
+        # the sources' gradient rows are written (no pass of its own). The
+        # kernel applies it as it reads the rows, except for max, whose
+        # backward compares the relu'd values.
+        in_kernel = relu and kind != "max"
+        x = torch.relu(x) if relu and not in_kernel else x.contiguous()
         # Half-width features are aggregated (and their rows given) in float32.
         dtype = torch.float32 if x.dtype in HALF_WIDTHS else x.dtype
         out = x.new_empty(num_dst, x.size(1), dtype=dtype)
         aggregate(
             rowptr.numpy(), col.numpy(), kernel_array(x.detach()),
-            np.arange(num_dst), kind, out.numpy(),
+            np.arange(num_dst), kind, out.numpy(), relu=in_kernel,
         )  # fmt: skip
         if hot_index is not None:
             # Hot rows have no edges here: their value is given.
             out[hot_index] = hot_value.to(out.dtype)
         ctx.kind, ctx.num_src, ctx.relu = kind, x.size(0), relu
+        # Unrectified x masks the relu's gradient as well: both are <= 0 at once.
         ctx.save_for_backward(rowptr, col, x if relu or kind == "max" else None, out)
-        return out, x[:num_dst].to(dtype)
+        root = x[:num_dst]
+        return out, (torch.relu(root) if in_kernel else root).to(dtype)
 
     @staticmethod
     def backward(ctx, grad_out, grad_root):

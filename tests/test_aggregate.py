@@ -207,6 +207,36 @@ def test_bad_arguments_are_refused(graph):
         gather_rows(xs, np.array([-1]), out[:1])
 
 
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, "bfloat16"])
+def test_relu_is_applied_to_the_rows_as_they_are_read(graph, kind, dtype):
+    edge_index, x = graph
+    x = x.clone()
+    x[::3, ::2] = float("nan")  # torch.relu keeps NaN
+    colptr, row = csc(edge_index, x.size(0), np.int64)
+    if dtype == "bfloat16":
+        x = x.bfloat16()
+        rows, sum_dtype = x.view(torch.uint16).numpy(), np.float32
+    else:
+        rows, sum_dtype = x.numpy().astype(dtype), dtype
+    nodes = np.arange(x.size(0))
+    out = np.empty((len(nodes), x.size(1)), sum_dtype)
+    aggregate(colptr, row, rows, nodes, kind, out, relu=True)
+    expected = reference(edge_index, torch.relu(x.double()), kind)
+    torch.testing.assert_close(
+        torch.from_numpy(out).double(), expected, rtol=1e-5, atol=1e-5, equal_nan=True
+    )
+
+
+@pytest.mark.parametrize("kind", ["max", "gcn"])
+def test_relu_is_refused_for_max_and_gcn(graph, kind):
+    edge_index, x = graph
+    colptr, row = csc(edge_index, x.size(0), np.int64)
+    out = np.empty((3, x.size(1)), np.float32)
+    with pytest.raises(ValueError, match="relu=True: for kind 'sum' or 'mean' only"):
+        aggregate(colptr, row, x.numpy(), np.arange(3), kind, out, relu=True)
+
+
 @st.composite
 def small_graphs(draw):
     num_nodes = draw(st.integers(1, 12))

@@ -39,18 +39,23 @@ def loss_weights(seed: int, num_dst: int, width: int):
     return torch.randn(2, num_dst, width, generator=generator, dtype=torch.float64)
 
 
-def pyg_reference(x, rowptr, src, dst, kind, weights):
-    """Forward and gradient of a loss of (aggregation, root rows) by PyG."""
+def pyg_reference(x, rowptr, src, dst, kind, weights, relu=False):
+    """Forward and gradient of a loss of (aggregation, root rows) by PyG.
+
+    ``relu``: of ``relu(x)``'s, the gradient still with respect to ``x``.
+    """
     x = x.detach().double().requires_grad_()
+    sources = torch.relu(x) if relu else x
     num_dst = rowptr.numel() - 1
-    agg = scatter(x[src], dst, dim=0, dim_size=num_dst, reduce=kind)
-    ((agg * weights[0]).sum() + (x[:num_dst] * weights[1]).sum()).backward()
+    agg = scatter(sources[src], dst, dim=0, dim_size=num_dst, reduce=kind)
+    ((agg * weights[0]).sum() + (sources[:num_dst] * weights[1]).sum()).backward()
     return agg, x.grad
 
 
-def ours(function, x, rowptr, src, kind, weights, *hot):
+def ours(function, x, rowptr, src, kind, weights, *hot, relu=False):
     x = x.detach().clone().requires_grad_()
-    agg, root = function(x, rowptr, src, kind, *hot)
+    hot = hot or (None, None)
+    agg, root = function(x, rowptr, src, kind, *hot, relu)
     loss = (agg.double() * weights[0]).sum() + (root.double() * weights[1]).sum()
     loss.backward()
     return agg, x.grad
@@ -66,6 +71,22 @@ def test_forward_and_gradient_match_pyg_scatter(kind, dtype):
         expected, expected_grad = pyg_reference(x, rowptr, src, dst, kind, weights)
         agg, grad = ours(aggregate_neighbours, x, rowptr, src, kind, weights)
         assert agg.dtype == grad.dtype == dtype
+        torch.testing.assert_close(agg.double(), expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("function", [aggregate_neighbours, _torch_aggregate])
+def test_the_previous_layers_relu_is_applied_with_its_gradient(kind, function):
+    # Sources before their relu: negative values, and ties at zero after it.
+    for seed in range(3):
+        x, rowptr, src, dst = random_layer(seed)
+        x = (x - 0.5) * torch.randint(0, 2, x.shape, dtype=x.dtype)
+        weights = loss_weights(seed, rowptr.numel() - 1, x.size(1))
+        expected, expected_grad = pyg_reference(
+            x, rowptr, src, dst, kind, weights, relu=True
+        )
+        agg, grad = ours(function, x, rowptr, src, kind, weights, relu=True)
         torch.testing.assert_close(agg.double(), expected, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-5, atol=1e-5)
 
@@ -173,19 +194,21 @@ def test_bad_kind_and_missing_max_inputs_are_refused():
     st.integers(0, 120),
     st.integers(1, 40),
     st.sampled_from(KINDS),
+    st.booleans(),
     st.integers(0, 2**31 - 1),
 )
-def test_random_layers_match_pyg(num_src, num_dst, num_edges, width, kind, seed):
+def test_random_layers_match_pyg(num_src, num_dst, num_edges, width, kind, relu, seed):
     num_dst = min(num_dst, num_src)
     generator = torch.Generator().manual_seed(seed)
     dst = torch.sort(torch.randint(num_dst, (num_edges,), generator=generator))[0]
     src = torch.randint(num_src, (num_edges,), generator=generator)
-    # Rounded to a few values: many exact ties for max.
-    x = torch.randint(-2, 3, (num_src, width), generator=generator).float().relu()
+    # Rounded to a few values: many exact ties for max (and zeros for relu).
+    x = torch.randint(-2, 3, (num_src, width), generator=generator).float()
+    x = x if relu else x.relu()
     rowptr = torch.zeros(num_dst + 1, dtype=torch.long)
     rowptr[1:] = torch.bincount(dst, minlength=num_dst).cumsum(0)
     weights = loss_weights(seed, num_dst, width)
-    expected, expected_grad = pyg_reference(x, rowptr, src, dst, kind, weights)
-    agg, grad = ours(aggregate_neighbours, x, rowptr, src, kind, weights)
+    expected, expected_grad = pyg_reference(x, rowptr, src, dst, kind, weights, relu)
+    agg, grad = ours(aggregate_neighbours, x, rowptr, src, kind, weights, relu=relu)
     torch.testing.assert_close(agg.double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-5, atol=1e-5)

@@ -148,6 +148,15 @@ def _value_overload(v):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _read(v, rectify: bool):
+    # The value of v, or relu of it: a previous layer's activation applied as
+    # its rows are read, so that no relu'd copy of them is ever written.
+    value = _value(v)
+    # float32's zero unifies with float64 rows to float64's.
+    return np.float32(0.0) if rectify and value < 0 else value
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _prefetch_row(x: np.ndarray, u: int, tail: bool) -> None:
     # One prefetch per line from the row's start; `tail` adds its last
     # element, for layouts where a misaligned row spills into one more line.
@@ -191,7 +200,7 @@ def _prefetch_edges(row, x, tail, e: int, hi: int, count: int) -> None:
 # parallel loop measured 2-6% faster but doubled compile time (10 s per row
 # dtype), which every fresh install and test run pays.
 @njit(cache=True, nogil=True)
-def _sum_row(colptr, row, x, tail, v, o) -> None:
+def _sum_row(colptr, row, x, tail, v, o, rectify) -> None:
     # Four neighbours per pass: a quarter of the read-modify-writes of `o`.
     lo, hi = _start_row(colptr, row, x, tail, v, o, np.float32(0.0))
     e = lo
@@ -199,12 +208,14 @@ def _sum_row(colptr, row, x, tail, v, o) -> None:
         _prefetch_edges(row, x, tail, e, hi, 4)
         xa, xb, xc, xd = x[row[e]], x[row[e + 1]], x[row[e + 2]], x[row[e + 3]]
         for f in range(o.shape[0]):
-            o[f] += (_value(xa[f]) + _value(xb[f])) + (_value(xc[f]) + _value(xd[f]))
+            o[f] += (_read(xa[f], rectify) + _read(xb[f], rectify)) + (
+                _read(xc[f], rectify) + _read(xd[f], rectify)
+            )
         e += 4
     for rest in range(e, hi):
         xa = x[row[rest]]
         for f in range(o.shape[0]):
-            o[f] += _value(xa[f])
+            o[f] += _read(xa[f], rectify)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -272,8 +283,8 @@ def _max_row(colptr, row, x, tail, v, o) -> None:
 
 
 @njit(cache=True, nogil=True)
-def _mean_row(colptr, row, x, tail, v, o) -> None:
-    _sum_row(colptr, row, x, tail, v, o)
+def _mean_row(colptr, row, x, tail, v, o, rectify) -> None:
+    _sum_row(colptr, row, x, tail, v, o, rectify)
     # Divide, not multiply by 1/degree: PyG's mean rounds this way.
     degree = np.float32(colptr[v + 1] - colptr[v])
     if degree > 1:
@@ -282,14 +293,14 @@ def _mean_row(colptr, row, x, tail, v, o) -> None:
 
 
 @parallel_kernel(cache=True, nogil=True)
-def _aggregate_kernel(colptr, row, x, tail, nodes, code, scale, out) -> None:
+def _aggregate_kernel(colptr, row, x, tail, nodes, code, scale, rectify, out) -> None:
     for i in prange(nodes.shape[0]):
         _prefetch_slices(colptr, row, nodes, i)
         v = nodes[i]
         if code == _SUM:
-            _sum_row(colptr, row, x, tail, v, out[i])
+            _sum_row(colptr, row, x, tail, v, out[i], rectify)
         elif code == _MEAN:
-            _mean_row(colptr, row, x, tail, v, out[i])
+            _mean_row(colptr, row, x, tail, v, out[i], rectify)
         elif code == _MAX:
             _max_row(colptr, row, x, tail, v, out[i])
         else:
@@ -360,6 +371,7 @@ def aggregate(
     kind: str,
     out: np.ndarray,
     gcn_norm: np.ndarray | None = None,
+    relu: bool = False,
 ) -> np.ndarray:
     """Aggregates the raw features of every in-neighbour of each of ``nodes``.
 
@@ -390,13 +402,16 @@ def aggregate(
         gcn_norm: :func:`gcn_inverse_sqrt_degree` of the graph in ``out``'s
             dtype, for ``"gcn"``; computed on the spot (an O(E) pass) when
             ``None``.
+        relu: aggregate ``relu(x)`` (``"sum"`` and ``"mean"`` only), as
+            ``torch.relu`` computes it, without writing it anywhere.
 
     Returns:
         ``out``.
 
     Raises:
         ValueError: for an unknown ``kind`` or arrays of the wrong dtype,
-            shape or layout, or ``nodes`` out of range.
+            shape or layout, ``nodes`` out of range, or ``relu`` with
+            another ``kind``.
 
     Example:
         >>> colptr = np.array([0, 2, 3, 3])  # in-edges 1->0, 2->0, 0->1
@@ -408,6 +423,8 @@ def aggregate(
     """
     if kind not in AGGREGATIONS:
         raise ValueError(f"kind must be one of {sorted(AGGREGATIONS)}, got {kind!r}")
+    if relu and kind not in ("sum", "mean"):
+        raise ValueError(f"relu=True: for kind 'sum' or 'mean' only, got {kind!r}")
     colptr, row = _check_csc(colptr, row)
     num_nodes = colptr.shape[0] - 1
     # A relation of a heterogeneous graph has other sources than targets;
@@ -431,7 +448,9 @@ def aggregate(
     # Dynamic chunks, not Numba's default of one static slice per thread:
     # hubs would unbalance that. (Set here: inside the kernel it blocks caching.)
     with parallel_chunksize(_CHUNK):
-        _aggregate_kernel(colptr, row, x, tail, nodes, AGGREGATIONS[kind], scale, out)
+        _aggregate_kernel(
+            colptr, row, x, tail, nodes, AGGREGATIONS[kind], scale, relu, out
+        )
     return out
 
 

@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,45 @@ def test_epoch_benchmark_runs_the_hetero_and_link_tasks(capsys, task, graph, bas
     # The hot rows sample fewer nodes: the last hop skips hot vertices.
     nodes = [float(row.split()[-7]) for row in rows]
     assert nodes[0] == nodes[1] > nodes[2]
+
+
+_SMALL_EPOCH = ["epoch", "--num-nodes", "3000", "--avg-degree", "8", "--batches",
+                "2", "--warmup", "1", "--batch-size", "64", "--hidden-channels", "16",
+                "--num-neighbors", "5", "5", "--hot-ratios", "0"]  # fmt: skip
+# A Python with dgl installed (DGL 2.1 needs torch <= 2.2.1: its own venv).
+DGL_PYTHON = os.environ.get("PYG_ORCH_DGL_PYTHON")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dgl") is not None, reason="has dgl")
+def test_epoch_benchmark_names_a_dgl_python_without_dgl():
+    with pytest.raises(RuntimeError, match="--dgl-python .*No module named 'dgl'"):
+        main([*_SMALL_EPOCH, "--dgl-python", sys.executable])
+
+
+def test_epoch_benchmark_times_dgl_on_the_node_task_only():
+    with pytest.raises(ValueError, match="--dgl-python: the node task only"):
+        main([*_SMALL_EPOCH, "--link", "--dgl-python", sys.executable])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not DGL_PYTHON, reason="PYG_ORCH_DGL_PYTHON names no Python")
+def test_epoch_benchmark_times_dgl_on_the_same_graph(capsys):
+    assert main([*_SMALL_EPOCH, "--dgl-python", DGL_PYTHON]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {
+        line.split("  ")[0]: line.split()
+        for line in lines
+        if line.startswith(("PyG", "pyg_orch", "DGL DataLoader"))
+    }
+    peer, orch = rows["DGL DataLoader + dgl.nn.SAGEConv"], rows["pyg_orch hot_ratio=0"]
+    assert len(rows) == 3
+    # DGL gathers its input nodes' 100 float32 features.
+    nodes, gathered = float(peer[-7]), float(peer[-5])
+    assert gathered == pytest.approx(nodes * 100 * 4 / 2**20, abs=0.1)
+    against = next(line for line in lines if line.startswith("against DGL"))
+    printed = float(against.rsplit(" ", 1)[1].rstrip("x"))
+    # DGL's ms/batch over pyg_orch's, from the unrounded times.
+    assert printed == pytest.approx(float(peer[-11]) / float(orch[-11]), rel=0.03)
 
 
 @pytest.mark.slow

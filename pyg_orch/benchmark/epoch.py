@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from pyg_orch.benchmark import dgl_peer
 from pyg_orch.benchmark.graph import BENCHMARK_DEFAULTS, add_graph_arguments
 from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.spawned import run_spawned
@@ -88,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="node task: also time plain PyG under torch.autocast and pyg_orch "
         "with precision= and feature_dtype= in each of these: fp32 or bf16 "
         "(default: fp32)",
+    )
+    parser.add_argument(
+        "--dgl-python",
+        metavar="PYTHON",
+        help="node task: also time DGL on the same graph, run by this Python "
+        "interpreter (one with dgl installed, in its own environment: DGL 2.1 "
+        "needs torch <= 2.2.1; see pyg_orch.benchmark.dgl_peer) (default: off)",
     )
 
 
@@ -192,12 +200,19 @@ def task_of(args: argparse.Namespace) -> str:
 def saved_name(args: argparse.Namespace) -> str:
     """The name ``--save`` gives this run's table: ``epoch``, ``epoch_hetero``...
 
+    A node-task run with precisions other than fp32 is ``epoch_bf16``.
+
     Example:
         >>> saved_name(argparse.Namespace(hetero=True, link=False))
         'epoch_hetero'
+        >>> saved_name(argparse.Namespace(precisions=["fp32", "bf16"]))
+        'epoch_bf16'
     """
     task = task_of(args)
-    return "epoch" if task == "node" else f"epoch_{task}"
+    if task != "node":
+        return f"epoch_{task}"
+    narrow = [p for p in getattr(args, "precisions", ["fp32"]) if p != "fp32"]
+    return "_".join(["epoch", *narrow])
 
 
 def _in_child(
@@ -232,6 +247,11 @@ def _configurations(task: str, args: argparse.Namespace) -> list[tuple]:
 def run(args: argparse.Namespace) -> BarChart:
     """Builds the graph, measures each configuration and prints the table."""
     task = task_of(args)
+    if task != "node" and getattr(args, "precisions", ["fp32"]) != ["fp32"]:
+        raise ValueError("--precisions other than fp32: the node task only")
+    dgl_python = getattr(args, "dgl_python", None)
+    if task != "node" and dgl_python:
+        raise ValueError("--dgl-python: the node task only")
     data, description = graph(task, args)
     print(
         f"{description}; {task} task; fan-outs {args.num_neighbors}, batch "
@@ -240,18 +260,20 @@ def run(args: argparse.Namespace) -> BarChart:
         f"batches after {args.warmup} warm-up; {torch.get_num_threads()} threads",
         flush=True,
     )
-    if task != "node" and getattr(args, "precisions", ["fp32"]) != ["fp32"]:
-        raise ValueError("--precisions other than fp32: the node task only")
     configurations = _configurations(task, args)
     with tempfile.TemporaryDirectory() as folder:
         graph_path = str(Path(folder) / "graph.pt")
         torch.save(data, graph_path)
+        peer = _dgl_row(dgl_python, data, args) if dgl_python else None
         del data
         results = [
             _in_child(name, ratio, graph_path, args, precision)
             for name, ratio, precision in configurations
         ]
-    _print_table(results)
+    _print_table(results + ([peer] if peer else []))
+    if peer:
+        _print_against(peer, results)
+        results.append(peer)
     return BarChart(
         "milliseconds per batch (median)",
         [r.name for r in results],
@@ -262,6 +284,24 @@ def run(args: argparse.Namespace) -> BarChart:
         },
         "ms per batch",
     )
+
+
+def _dgl_row(python: str, data, args: argparse.Namespace) -> Measurement:
+    # Measured first, before the spawned children, in DGL's own interpreter.
+    fields = dgl_peer.measure(
+        python, data.edge_index, data.x, data.y, data.train_mask, args
+    )
+    print(f"DGL row: {fields.pop('versions')}, run by {python}", flush=True)
+    return Measurement(**fields)
+
+
+def _print_against(peer: Measurement, results: list[Measurement]) -> None:
+    ratios = ", ".join(
+        f"{r.name} {peer.total_ms / r.total_ms:.2f}x"
+        for r in results
+        if r.name.startswith("pyg_orch")
+    )
+    print(f"against DGL (DGL's ms/batch over the row's): {ratios}")
 
 
 def _print_table(results: list[Measurement]) -> None:

@@ -113,6 +113,15 @@ def test_epoch_benchmark_times_bf16_rows_with_half_the_bytes_gathered(capsys):
     # The same batches, features and hot aggregates in half the bytes.
     half = gathered["pyg_orch hot_ratio=0.2 bf16"]
     assert half == pytest.approx(gathered["pyg_orch hot_ratio=0.2"] / 2, abs=0.1)
+    # The bf16 row against its own peer: plain PyG under the same autocast.
+    against = next(line for line in lines if line.startswith("against plain PyG"))
+    assert against.startswith("against plain PyG under autocast bf16 (its ")
+    total = {
+        name: float(row.split()[-11]) for name, row in zip(names, rows, strict=True)
+    }
+    ratio = total[names[2]] / total[names[3]]
+    printed = float(against.rsplit(" ", 1)[1].rstrip("x"))
+    assert against.count("pyg_orch") == 1 and printed == pytest.approx(ratio, rel=0.03)
 
 
 @pytest.mark.slow

@@ -271,8 +271,10 @@ def run(args: argparse.Namespace) -> BarChart:
             for name, ratio, precision in configurations
         ]
     _print_table(results + ([peer] if peer else []))
+    _print_against_autocast(configurations, results)
     if peer:
-        _print_against(peer, results)
+        orch = [r for r in results if r.name.startswith("pyg_orch")]
+        _print_against(peer, orch, "DGL", "DGL's")
         results.append(peer)
     return BarChart(
         "milliseconds per batch (median)",
@@ -295,13 +297,25 @@ def _dgl_row(python: str, data, args: argparse.Namespace) -> Measurement:
     return Measurement(**fields)
 
 
-def _print_against(peer: Measurement, results: list[Measurement]) -> None:
-    ratios = ", ".join(
-        f"{r.name} {peer.total_ms / r.total_ms:.2f}x"
-        for r in results
-        if r.name.startswith("pyg_orch")
-    )
-    print(f"against DGL (DGL's ms/batch over the row's): {ratios}")
+def _print_against(
+    peer: Measurement, rows: list[Measurement], name: str, whose: str
+) -> None:
+    ratios = ", ".join(f"{r.name} {peer.total_ms / r.total_ms:.2f}x" for r in rows)
+    print(f"against {name} ({whose} ms/batch over the row's): {ratios}")
+
+
+def _print_against_autocast(
+    configurations: list[tuple], results: list[Measurement]
+) -> None:
+    # pyg_orch in a precision against plain PyG under autocast in it (the
+    # first row of each precision).
+    rows: dict[str, list[Measurement]] = {}
+    for (_, _, precision), result in zip(configurations, results, strict=True):
+        rows.setdefault(precision, []).append(result)
+    for precision, (baseline, *orch) in rows.items():
+        if precision != "fp32":
+            name = f"plain PyG under autocast {precision}"
+            _print_against(baseline, orch, name, "its")
 
 
 def _print_table(results: list[Measurement]) -> None:

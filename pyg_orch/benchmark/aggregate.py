@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> BarChart:
     print(
         f"hot set: top {args.hot_ratio:.0%} by in-degree = {num_hot:,} nodes (in id "
         f"order) with {num_edges:,} in-edges; kind {args.kind}; median of "
-        f"{args.repeats} calls after a warm-up call"
+        f"{args.repeats} calls after a warm-up call, each way in turn"
     )
     if dtype == torch.float32:
         print(
@@ -271,10 +271,13 @@ def _print_table(
 
     Returns the median milliseconds of each way.
     """
-    results, milliseconds = {}, {}
-    for name, call in ways.items():
-        results[name] = call().clone()  # also the warm-up call
-        milliseconds[name] = median_ms(time_calls(call, args.repeats, warmup=0))
+    results = {name: call().clone() for name, call in ways.items()}  # warm-up
+    seconds: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(args.repeats):
+        # A call of each way per round: drift on a shared machine hits all.
+        for name, call in ways.items():
+            seconds[name] += time_calls(call, 1, warmup=0)
+    milliseconds = {name: median_ms(times) for name, times in seconds.items()}
     kernel_name = next(iter(ways))
     kernel = results[kernel_name]
     print(f"{'way':<34}{'ms':>10}{'GB/s':>8}{'torch/kernel':>14}{'max rel diff':>14}")

@@ -5,9 +5,11 @@ Node classification with GraphSAGE on a power-law graph by default; with
 ``--hetero``, ``to_hetero(GraphSAGE)`` on the ogbn-mag-shaped graph; with
 ``--link``, link prediction (see :mod:`pyg_orch.benchmark.tasks`). Splits
 each batch into sampling, gathering and training time, and reports the peak
-memory of each configuration (each runs in its own process). The default run,
-on a 1M-node graph, takes several minutes on 2 CPU cores (choosing the hot
-vertices alone takes about 25 s per hot ratio).
+memory of each configuration (each runs in its own process). With
+``--dgl-python``, DGL trains the same model on the same graph in its own
+environment (see :mod:`pyg_orch.benchmark.dgl_peer`), for a row beside them.
+The default run, on a 1M-node graph, takes several minutes on 2 CPU cores
+(choosing the hot vertices alone takes about 25 s per hot ratio).
 """
 
 from __future__ import annotations

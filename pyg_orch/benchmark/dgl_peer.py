@@ -22,10 +22,10 @@ import os
 import resource
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,22 +35,13 @@ import torch.nn.functional as F
 NAME = "DGL DataLoader + dgl.nn.SAGEConv"
 
 
-def measure(
-    python: str,
-    edge_index: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    train_mask: torch.Tensor,
-    args: argparse.Namespace,
-) -> dict:
+def measure(python: str, data: Any, args: argparse.Namespace) -> dict:
     """Times DGL's training batches on this graph with ``python``.
 
     Args:
         python: an interpreter with ``dgl`` and ``torch`` installed.
-        edge_index: the graph's edges, ``[2, E]``, source to target.
-        x: node features.
-        y: node labels.
-        train_mask: the training seeds.
+        data: the graph (a PyG ``Data``): ``edge_index``, ``x``, ``y`` and
+            ``train_mask``, the seeds.
         args: ``num_neighbors``, ``batch_size``, ``hidden_channels``,
             ``batches``, ``warmup`` and ``seed``.
 
@@ -61,7 +52,7 @@ def measure(
         RuntimeError: if the DGL run fails (no ``dgl`` in ``python``, say).
 
     Example:
-        >>> measure("/no/such/python", *[torch.zeros(1)] * 4, None)
+        >>> measure("/no/such/python", None, None)
         Traceback (most recent call last):
         ...
         RuntimeError: --dgl-python /no/such/python: no such file; ...
@@ -75,11 +66,11 @@ def measure(
         graph = Path(folder) / "graph.npz"
         np.savez(
             graph,
-            src=edge_index[0].numpy(),
-            dst=edge_index[1].numpy(),
-            x=x.numpy(),
-            y=y.numpy(),
-            train=train_mask.nonzero().view(-1).numpy(),
+            src=data.edge_index[0].numpy(),
+            dst=data.edge_index[1].numpy(),
+            x=data.x.numpy(),
+            y=data.y.numpy(),
+            train=data.train_mask.nonzero().view(-1).numpy(),
         )
         threads = str(torch.get_num_threads())
         command = [python, __file__, str(graph), "--threads", threads]
@@ -181,4 +172,4 @@ def _main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    _main()

@@ -292,9 +292,7 @@ def run(args: argparse.Namespace) -> BarChart:
 
 def _dgl_row(python: str, data, args: argparse.Namespace) -> Measurement:
     # Measured first, before the spawned children, in DGL's own interpreter.
-    fields = dgl_peer.measure(
-        python, data.edge_index, data.x, data.y, data.train_mask, args
-    )
+    fields = dgl_peer.measure(python, data, args)
     print(f"DGL row: {fields.pop('versions')}, run by {python}", flush=True)
     return Measurement(**fields)
 

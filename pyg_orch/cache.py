@@ -24,8 +24,13 @@ from pyg_orch.kernels import aggregate as kernels
 from pyg_orch.kernels.sample import sample_homogeneous
 from pyg_orch.sampling import node_map
 
-#: The aggregations the cache computes.
-AGGREGATIONS = ("mean", "sum", "max", "gcn")
+#: The aggregations the cache computes: of raw features, or (``weighted_``)
+#: of raw features times the graph's ``edge_weight``, as ``GraphConv`` with
+#: an ``edge_weight`` aggregates.
+AGGREGATIONS = (
+    "mean", "sum", "max", "gcn", "weighted_mean", "weighted_sum", "weighted_max",
+)  # fmt: skip
+_WEIGHTED = "weighted_"
 #: How the hot values are made (once and exact, re-sampled per super-batch, or
 #: the bottom layer's output from a weight snapshot).
 CACHE_MODES = ("static", "resample", "embedding")
@@ -50,11 +55,22 @@ class HotCache:
     The cache is owned by :class:`~pyg_orch.OrchNeighborLoader`; the model
     wrapper only asks it which kind to serve.
 
+    Half-width features (``bfloat16``, ``float16``) are summed in float32.
+    Their aggregates are kept in ``bfloat16`` for ``bfloat16`` features
+    (float32's range), and in float32 for ``float16`` features, whose range
+    ends at 65504, which the sum over a hub's neighbours easily passes; and
+    in float32 whenever narrowing would turn a finite value infinite (see
+    :func:`hot_value_dtype`).
+
     Args:
         colptr: CSC column pointers of the graph, ``int64[num_nodes + 1]``.
         row: CSC row (source) indices.
         x: raw node features, ``float32[num_nodes, F]``.
         hot_nodes: global ids of the hot vertices.
+        edge_weight: the graph's ``edge_weight`` ``[E]``, for the
+            ``weighted_`` kinds; ``None`` without.
+        edge_perm: the CSC permutation of the edges (PyG's ``to_csc``):
+            ``row[e]`` is edge ``edge_perm[e]``; ``None``: the identity.
 
     Example:
         >>> colptr, row = torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 0])
@@ -64,9 +80,18 @@ class HotCache:
         [[3.0]]
     """
 
-    def __init__(self, colptr: Tensor, row: Tensor, x: Tensor, hot_nodes: Tensor):
+    def __init__(
+        self,
+        colptr: Tensor,
+        row: Tensor,
+        x: Tensor,
+        hot_nodes: Tensor,
+        edge_weight: Tensor | None = None,
+        edge_perm: Tensor | None = None,
+    ):
         num_nodes = colptr.numel() - 1
         self.colptr, self.row, self.x = colptr, row, x.contiguous()
+        self.edge_weight, self.edge_perm = edge_weight, edge_perm
         self.hot_nodes = hot_nodes.to(torch.long)
         self.slot = torch.full((num_nodes,), -1, dtype=torch.long)
         self.slot[self.hot_nodes] = torch.arange(self.hot_nodes.numel())
@@ -158,16 +183,28 @@ class HotCache:
             self.row.numpy(),
             kernel_array(self.x),
             self.hot_nodes.numpy(),
-            kind,
+            kind.removeprefix(_WEIGHTED),
             out.numpy(),
             gcn_norm,
+            edge_weight=self._edge_weight(kind),
         )
-        return out.to(self.x.dtype)
+        return narrowed(out, self.x.dtype)
+
+    def _edge_weight(self, kind: str) -> np.ndarray | None:
+        # The weights a weighted kind multiplies the rows by.
+        if not kind.startswith(_WEIGHTED):
+            return None
+        if self.edge_weight is None:
+            raise ValueError(
+                f"the {kind!r} hot values weigh each edge by the graph's "
+                f"edge_weight, but this cache's graph has none"
+            )
+        weight = self.edge_weight.detach()
+        return (weight if self.edge_perm is None else weight[self.edge_perm]).numpy()
 
     def _sums(self) -> Tensor:
-        # The kernels' output: float32 for half-width features, whose values
-        # are then kept in their own dtype.
-        dtype = torch.float32 if self.x.dtype in HALF_WIDTHS else self.x.dtype
+        # The kernels' output: float32 for half-width features.
+        dtype = _sum_dtype(self.x.dtype)
         return torch.empty(self.num_hot, self.x.size(1), dtype=dtype)
 
     def lookup(self, frontier: Tensor) -> tuple[Tensor, Tensor]:
@@ -239,10 +276,12 @@ class HotCache:
             [[3.0]]
         """
         kind = self._kind(kind)
-        if kind == "gcn":
+        if kind == "gcn" or kind.startswith(_WEIGHTED):
             raise NotImplementedError(
-                "cache='resample' serves mean, sum and max aggregations; GCN's "
-                "normalised sum is exact in cache='static' mode, use that"
+                f"cache='resample' serves mean, sum and max aggregations of "
+                f"unweighted edges; {kind!r} (GCN's normalised sum, or a conv "
+                f"given the graph's edge_weight) is exact in cache='static' "
+                f"mode, use that"
             )
         n_id, (src, dst) = self.sample_neighborhood(self.hot_nodes, fanout, seed)
         # A CSC over the whole graph in which only hot vertices have edges,
@@ -262,7 +301,7 @@ class HotCache:
             kind,
             out.numpy(),
         )
-        return out.to(self.x.dtype)
+        return narrowed(out, self.x.dtype)
 
     def embed(
         self, layer: Callable[[Tensor, Tensor], Tensor], fanout: int, seed: int
@@ -292,11 +331,48 @@ class HotCache:
         return torch.cat(chunks) if chunks else self.x.new_zeros(0, self.x.size(1))
 
 
+def hot_value_dtype(feature_dtype: torch.dtype) -> torch.dtype:
+    """The dtype hot aggregates of features of ``feature_dtype`` are kept in.
+
+    The features' own, but float32 for ``float16``: its largest value is
+    65504, which the sum over a hub's neighbours easily passes, while
+    ``bfloat16`` has float32's range (see :func:`narrowed` for its edge).
+
+    Example:
+        >>> hot_value_dtype(torch.float16), hot_value_dtype(torch.bfloat16)
+        (torch.float32, torch.bfloat16)
+    """
+    return torch.float32 if feature_dtype == torch.float16 else feature_dtype
+
+
+def narrowed(values: Tensor, feature_dtype: torch.dtype) -> Tensor:
+    """``values`` (the kernels' sums) in :func:`hot_value_dtype`, if that is safe.
+
+    Narrowing never turns a finite value infinite: where it would (a value
+    within half a bfloat16 step of float32's largest), ``values`` stay
+    float32, as the float32 reference holds them.
+
+    Example:
+        >>> narrowed(torch.tensor([1.0, 3.4e38]), torch.bfloat16).dtype
+        torch.float32
+        >>> narrowed(torch.tensor([1.0, 3.0e38]), torch.bfloat16).dtype
+        torch.bfloat16
+    """
+    dtype = hot_value_dtype(feature_dtype)
+    if values.dtype == dtype:
+        return values
+    narrow = values.to(dtype)
+    if bool((narrow.isinf() & values.isfinite()).any()):
+        return values
+    return narrow
+
+
 def check_hot_values(values: Any, num_hot: int, x: Tensor, name: str) -> None:
     """Raises a :class:`ValueError` naming ``name`` unless ``values`` fit a cache.
 
     Hot values of a cache hold one row per hot vertex, in the features' width
-    and dtype; others were made for another graph or hot set.
+    and the dtype :func:`narrowed` keeps them in; others were made for
+    another graph or hot set.
 
     Args:
         values: the values to check.
@@ -312,7 +388,8 @@ def check_hot_values(values: Any, num_hot: int, x: Tensor, name: str) -> None:
         ValueError: values must be a tensor of shape (4, 3) and dtype torch.float32 (4 hot vertices, 3 features), got (2, 3) torch.float32; were they saved for another graph or hot set?
     """  # noqa: E501 - a doctest's output is one line
     shape = (num_hot, x.size(1))
-    if isinstance(values, Tensor) and values.shape == shape and values.dtype == x.dtype:
+    dtypes = {hot_value_dtype(x.dtype), _sum_dtype(x.dtype)}
+    if isinstance(values, Tensor) and values.shape == shape and values.dtype in dtypes:
         return
     got = (
         f"{tuple(values.shape)} {values.dtype}"
@@ -320,10 +397,16 @@ def check_hot_values(values: Any, num_hot: int, x: Tensor, name: str) -> None:
         else type(values).__name__
     )
     raise ValueError(
-        f"{name} must be a tensor of shape {shape} and dtype {x.dtype} ({num_hot} "
+        f"{name} must be a tensor of shape {shape} and dtype "
+        f"{' or '.join(sorted(map(str, dtypes)))} ({num_hot} "
         f"hot vertices, {x.size(1)} features), got {got}; were they saved for "
         f"another graph or hot set?"
     )
+
+
+def _sum_dtype(feature_dtype: torch.dtype) -> torch.dtype:
+    # What the kernels sum features of feature_dtype in.
+    return torch.float32 if feature_dtype in HALF_WIDTHS else feature_dtype
 
 
 def gather(values: Tensor, slots: Tensor) -> Tensor:
@@ -410,6 +493,16 @@ def row_bytes(x: Tensor) -> int:
         12
     """
     return x[0].numel() * x.element_size()
+
+
+def hot_row_bytes(x: Tensor) -> int:
+    """Bytes of one hot vertex's aggregate of features ``x``.
+
+    Example:
+        >>> hot_row_bytes(torch.zeros(5, 3, dtype=torch.float16))
+        12
+    """
+    return x[0].numel() * hot_value_dtype(x.dtype).itemsize
 
 
 def build_feature_cache(

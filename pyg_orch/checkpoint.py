@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from pyg_orch.cache import AGGREGATIONS, CACHE_MODES, check_hot_values
-from pyg_orch.hotness import HOT_METHODS, check_hot_ratio
+from pyg_orch.hotness import HOT_METHODS
 from pyg_orch.validation import _is_int
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _csc(sampler: Any) -> list[Tensor]:
     ]
 
 
-def check_state(state: Any, loader: OrchNeighborLoader, cache: str | None) -> None:
+def check_state(state: Any, loader: OrchNeighborLoader, hot_vertices: Any) -> None:
     """Raises a :class:`ValueError` naming the key unless ``state`` fits ``loader``.
 
     Checks the keys, the type and range of every value, and that the
@@ -112,23 +112,28 @@ def check_state(state: Any, loader: OrchNeighborLoader, cache: str | None) -> No
     Args:
         state: what ``load_state_dict`` was given.
         loader: the loader to restore.
-        cache: the ``cache`` argument ``loader`` was built with.
+        hot_vertices: its :class:`~pyg_orch.hot.HotVertices`, which checks
+            the saved ``hot_ratio`` and knows the ``cache`` argument
+            ``loader`` was built with.
 
     Example:
         >>> from pyg_orch import OrchNeighborLoader
         >>> from pyg_orch.datasets import load_cora
         >>> loader = OrchNeighborLoader(load_cora(), [5], batch_size=64)
-        >>> check_state({**loader.state_dict(), "hot_ratio": 2.0}, loader, None)
+        >>> hot_vertices = loader._hot_vertices
+        >>> check_state({**loader.state_dict(), "hot_ratio": 2.0}, loader, hot_vertices)
         Traceback (most recent call last):
         ...
         ValueError: checkpoint key 'hot_ratio' must be a fraction of the vertices in [0, 1], got 2.0; 0 turns the hot/cold split off
     """  # noqa: E501 - a doctest's output is one line
     _check_keys(state, STATE_KEYS, "the checkpoint")
     _check_identity(state["identity"], loader_identity(loader))
-    check_hot_ratio(state["hot_ratio"], name=_key("hot_ratio"))
+    # Every form the constructor takes: a fraction, or a dict by node type.
+    hot_vertices.check_ratio(state["hot_ratio"], _key("hot_ratio"))
     num_hot = _check_hot_set(state, loader.data.num_nodes)
     mode = state["cache_mode"]
-    _check_cache(mode, state["cache_values"], num_hot, loader.features, cache)
+    chosen = hot_vertices.mode
+    _check_cache(mode, state["cache_values"], num_hot, loader.features, chosen)
     if state["position"] is not None:
         _check_position(state["position"], loader, mode)
 

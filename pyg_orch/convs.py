@@ -5,6 +5,7 @@ Shared by the homogeneous and heterogeneous model wrappers.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any
 
@@ -43,6 +44,27 @@ def cache_kind(conv: torch.nn.Module) -> str | None:
     if isinstance(conv, SAGEConv | GraphConv | GINConv):
         return _KINDS.get(conv.aggr) if isinstance(conv.aggr, str) else None
     return None
+
+
+def reads_edge_value(conv: torch.nn.Module, name: str) -> bool:
+    """Whether ``conv`` takes the edge value ``name`` and uses it.
+
+    ``name`` is ``"edge_weight"`` or ``"edge_attr"``. ``GATConv`` (as PyG's
+    other attention convs) ignores ``edge_attr`` without its edge projection
+    ``lin_edge``, that is without ``edge_dim``.
+
+    Example:
+        >>> from torch_geometric.nn import GATConv
+        >>> reads_edge_value(GraphConv(4, 4), "edge_weight")
+        True
+        >>> reads_edge_value(GATConv(4, 4), "edge_attr")
+        False
+        >>> reads_edge_value(GATConv(4, 4, edge_dim=2), "edge_attr")
+        True
+    """
+    if name not in inspect.signature(conv.forward).parameters:
+        return False
+    return name != "edge_attr" or getattr(conv, "lin_edge", conv) is not None
 
 
 # Convs whose computation around the aggregation conv_output repeats.

@@ -21,7 +21,13 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.sampler.utils import to_csc
 
-from pyg_orch.convs import FUSED, cache_kind, cold_rows, csr_adjacency
+from pyg_orch.convs import (
+    FUSED,
+    cache_kind,
+    cold_rows,
+    csr_adjacency,
+    reads_edge_value,
+)
 from pyg_orch.kernels.aggregate import aggregate
 
 EdgeType = tuple[str, str, str]
@@ -144,6 +150,28 @@ class HeteroLayers:
         self._forward: _Forward | None = None
         self._hot_rows: tuple[Tensor, Tensor] | None = None
 
+    def check_edge_values(self, data: HeteroData) -> None:
+        """Refuses edge values of ``data`` that a relation conv would read.
+
+        A heterogeneous model runs as ``model(x_dict, edge_index_dict)``: a
+        relation's ``edge_weight`` or ``edge_attr`` that its conv takes would
+        be left out, and the outputs differ from a plain call given them.
+
+        Raises:
+            NotImplementedError: naming the relation, the value and the conv.
+        """
+        for relation, conv in relation_convs(self.model):
+            store = data[relation]
+            for name in ("edge_weight", "edge_attr"):
+                if store.get(name) is not None and reads_edge_value(conv, name):
+                    raise NotImplementedError(
+                        f"OrchModel runs a heterogeneous model as model(x_dict, "
+                        f"edge_index_dict), so data[{relation}].{name} would "
+                        f"not reach {conv}, which takes it: heterogeneous edge "
+                        f"values are not supported yet. Delete it from the "
+                        f"graph if the model should not read it"
+                    )
+
     def kinds(self) -> dict[EdgeType, str | None]:
         """The cache kind that serves each relation's bottom conv (``None``: none)."""
         return {relation: cache_kind(conv) for relation, conv in self.bottom.items()}
@@ -160,6 +188,7 @@ class HeteroLayers:
             For node batches, the seed type's rows ``[batch_size, C]``; for
             link batches, the rows of each seed type's seeds, by node type.
         """
+        self.check_edge_values(batch)
         nodes, edges = _per_hop_counts(batch)
         hot_index, hot_agg = {}, {}
         if getattr(batch, "hot_kind", None) is not None:
@@ -190,6 +219,7 @@ class HeteroLayers:
         messages depend on weights) runs as the plain model on the whole
         graph instead.
         """
+        self.check_edge_values(data)
         convs = relation_convs(self.model)
         if any(cache_kind(conv) in (None, "gcn") for _, conv in convs):
             return self.model(

@@ -21,13 +21,15 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.sampler.base import SubgraphType
 
-from pyg_orch.cache import AGGREGATIONS, HotCache, row_bytes
+from pyg_orch.cache import AGGREGATIONS, HotCache, hot_row_bytes
 from pyg_orch.checkpoint import check_saved_weights
 from pyg_orch.hotness import (
     AUTO_RATIOS,
     HotRatioTuning,
     HotSet,
     as_hot_set,
+    check_hot_ratio,
+    check_type_ratios,
     choose_hot_ratio,
     frontier_size,
     select_hot,
@@ -62,6 +64,8 @@ class HotVertices:
             their use; ``None``: ``2 * super_batch - 1``.
         fanout: neighbours sampled per hot vertex by a refresh; ``None``:
             the largest of ``num_neighbors``.
+        edge_weight: the graph's ``edge_weight``, which the ``weighted_``
+            aggregations multiply the rows by (``None``: it has none).
 
     Attributes:
         ratio: the hot ratio; ``"auto"`` until :meth:`tune` chooses it.
@@ -97,8 +101,10 @@ class HotVertices:
         num_neighbors: Any,
         staleness: int | None = None,
         fanout: int | None = None,
+        edge_weight: Tensor | None = None,
     ) -> None:
         self.sampler, self.features, self.device = sampler, features, device
+        self.edge_weight = edge_weight
         self.ratio, self.mode = ratio, mode
         self.super_batch = super_batch
         self.staleness = 2 * super_batch - 1 if staleness is None else staleness
@@ -241,6 +247,30 @@ class HotVertices:
             and all(src in self.features for src in incoming[node_type])
         }
 
+    def check_ratio(self, ratio: Any, name: str) -> None:
+        """Raises a :class:`ValueError` naming ``name`` unless ``ratio`` fits.
+
+        A fraction, or on a heterogeneous graph also a dict of fractions by
+        node type, naming only types that can be hot.
+
+        Example:
+            >>> HotVertices(None, None, ratio=0.0, mode=None, super_batch=8,
+            ...             num_neighbors=[5]).check_ratio({"paper": 0.2}, "r")
+            Traceback (most recent call last):
+            ...
+            ValueError: r is a dict of fractions per node type, which fits a heterogeneous graph only: give one fraction
+        """  # noqa: E501 - a doctest's output is one line
+        ranges = self._ranges() if self.sampler is not None else None
+        if ranges is not None:
+            check_type_ratios(ratio, list(ranges), name)
+        elif isinstance(ratio, dict):
+            raise ValueError(
+                f"{name} is a dict of fractions per node type, which fits a "
+                f"heterogeneous graph only: give one fraction"
+            )
+        else:
+            check_hot_ratio(ratio, name=name)
+
     def use(self, hot: HotSet | None) -> None:
         """Builds the hot cache for ``hot`` (none for ``None``), tells the sampler.
 
@@ -264,10 +294,13 @@ class HotVertices:
             self.cache = _relation_cache(sampler, self.features, hot.nodes)
             sampler.hot_mask = self.cache.mask
             return
-        self.cache = HotCache(sampler.colptr, sampler.row, self.features, hot.nodes)
+        self.cache = HotCache(
+            sampler.colptr, sampler.row, self.features, hot.nodes,
+            edge_weight=self.edge_weight, edge_perm=sampler.perm,
+        )  # fmt: skip
         self.cache.mode = self.mode or "static"
         self.cache.mode_chosen = self.mode is not None
-        if 0 < hot.nodes.numel() * row_bytes(self.features) <= self.device_bytes:
+        if 0 < hot.nodes.numel() * hot_row_bytes(self.features) <= self.device_bytes:
             self.cache.device = self.device
         sampler.hot_mask = self.cache.mask
 
@@ -298,7 +331,7 @@ class HotVertices:
             rows = round(max(AUTO_RATIOS) * self.features.size(0))
         else:
             rows = self.cache.num_hot if self.cache is not None else 0
-        size = rows * row_bytes(self.features)
+        size = rows * hot_row_bytes(self.features)
         if size == 0 or size > budget:
             return 0
         self.device_bytes = size
@@ -381,6 +414,13 @@ class HotVertices:
                     "with another cache mode"
                 )
             cache.mode = "static"  # an earlier model had switched it
+        if cache.mode == "resample" and kind.startswith("weighted_"):
+            raise NotImplementedError(
+                f"cache='resample' re-samples unweighted aggregations, but the "
+                f"bottom layer needs {kind!r} (it reads the graph's "
+                f"edge_weight): build the loader with cache='static' (or leave "
+                f"cache unset), which serves it exactly"
+            )
         cache.kind, cache.snapshot = kind, None
         if cache.mode == "static":
             # Computed now, not during the first batch: before any worker
@@ -775,6 +815,16 @@ def hot_features(data: Any) -> Tensor | dict[str, Tensor] | None:
         for node_type, store in zip(data.node_types, data.node_stores, strict=True)
         if getattr(store, "x", None) is not None
     }
+
+
+def graph_edge_weight(data: Any) -> Tensor | None:
+    """The ``edge_weight`` of a homogeneous graph (``None``: it has none).
+
+    Example:
+        >>> graph_edge_weight(Data(edge_weight=torch.ones(2))).tolist()
+        [1.0, 1.0]
+    """
+    return getattr(data, "edge_weight", None) if isinstance(data, Data) else None
 
 
 def _positive(ratio: float | str | dict[str, float]) -> bool:

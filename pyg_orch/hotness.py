@@ -359,7 +359,7 @@ def top_by_type(
 
 
 def check_type_ratios(
-    ratio: float | dict[str, float], node_types: list[str]
+    ratio: float | dict[str, float], node_types: list[str], name: str = "hot_ratio"
 ) -> dict[str, float]:
     """A hot ratio per node type: ``ratio`` for each, or as the dict gives it.
 
@@ -376,16 +376,16 @@ def check_type_ratios(
         ValueError: hot_ratio names node type 'papers', which cannot be hot: the node types with incoming relations whose sources all have features x are ['paper']
     """  # noqa: E501 - a doctest's output is one line
     if not isinstance(ratio, dict):
-        check_hot_ratio(ratio)
+        check_hot_ratio(ratio, name=name)
         return dict.fromkeys(node_types, float(ratio))
     for node_type, value in ratio.items():
         if node_type not in node_types:
             raise ValueError(
-                f"hot_ratio names node type {node_type!r}, which cannot be hot: "
+                f"{name} names node type {node_type!r}, which cannot be hot: "
                 f"the node types with incoming relations whose sources all have "
                 f"features x are {node_types}"
             )
-        check_hot_ratio(value, name=f"hot_ratio[{node_type!r}]")
+        check_hot_ratio(value, name=f"{name}[{node_type!r}]")
     return {node_type: float(ratio.get(node_type, 0.0)) for node_type in node_types}
 
 

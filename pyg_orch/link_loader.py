@@ -10,7 +10,13 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader
 
-from pyg_orch.hot import HotServing, HotVertices, hot_features, with_feature_dtype
+from pyg_orch.hot import (
+    HotServing,
+    HotVertices,
+    graph_edge_weight,
+    hot_features,
+    with_feature_dtype,
+)
 from pyg_orch.hotness import HotSet, check_hot_method
 from pyg_orch.sampling import OrchNeighborSampler
 from pyg_orch.validation import (
@@ -55,7 +61,7 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
         hot: a precomputed hot set to use instead of choosing one.
         presample_epochs: epochs sampled by ``presample``.
         feature_dtype: ``torch.bfloat16`` or ``torch.float16`` keeps the
-            features and hot aggregates in half width, as in
+            features in half width, as in
             :class:`~pyg_orch.OrchNeighborLoader`.
         **kwargs: the other arguments of
             :class:`~torch_geometric.loader.LinkNeighborLoader` and of
@@ -115,6 +121,7 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
             mode=None,
             super_batch=1,
             num_neighbors=num_neighbors,
+            edge_weight=graph_edge_weight(data),
         )
         self._hot_vertices.choose(
             hot,

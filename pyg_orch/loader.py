@@ -31,7 +31,13 @@ from pyg_orch.cache import (
 from pyg_orch.checkpoint import check_state, loader_identity
 from pyg_orch.epoch import EpochPlan as EpochPlan
 from pyg_orch.epoch import Epochs
-from pyg_orch.hot import HotServing, HotVertices, hot_features, with_feature_dtype
+from pyg_orch.hot import (
+    HotServing,
+    HotVertices,
+    graph_edge_weight,
+    hot_features,
+    with_feature_dtype,
+)
 from pyg_orch.hotness import AUTO_RATIOS, HotRatioTuning, HotSet
 from pyg_orch.producer import BatchProducer
 from pyg_orch.sampling import OrchNeighborSampler
@@ -116,8 +122,10 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
         check_finite: also check once, at construction, that ``data.x``
             holds no NaN or infinite value (one pass over the features).
         feature_dtype: ``torch.bfloat16`` or ``torch.float16`` keeps the
-            features, the hot aggregates and the device caches in half width
-            (half the bytes gathered and copied); a float32 ``OrchModel``
+            features and the device caches in half width (half the bytes
+            gathered and copied), and the hot aggregates in
+            :func:`~pyg_orch.cache.hot_value_dtype` (float32 for float16,
+            whose range a hub's sum passes); a float32 ``OrchModel``
             computes in float32 from them. ``data.x`` is converted once (a
             copy, ``data`` is left as it is): give it already converted to
             hold the features once. ``None``: ``data.x``'s own dtype.
@@ -207,6 +215,7 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
             num_neighbors=num_neighbors,
             staleness=staleness,
             fanout=hot_fanout,
+            edge_weight=graph_edge_weight(data),
         )
         self._hot_vertices.choose(
             hot,
@@ -377,7 +386,7 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
                 missing, unknown, or holds a value of the wrong type or range.
                 Nothing is changed then.
         """
-        check_state(state, self, self._hot_vertices.mode)
+        check_state(state, self, self._hot_vertices)
         self._hot_vertices.restore(state)
         self._epochs.resume(state["position"])
 

@@ -26,6 +26,7 @@ from pyg_orch.convs import (
     conv_output,
     csr_adjacency,
     fused_kind,
+    reads_edge_value,
     row_pointers,
     sort_by_destination,
 )
@@ -290,6 +291,16 @@ class OrchModel(torch.nn.Module):
             ``torch.amp.GradScaler``). :meth:`inference` stays in the model's
             dtype.
 
+    The batch's ``edge_weight`` and ``edge_attr`` reach the convs as the
+    wrapped model's ``forward`` passes them (its ``supports_edge_weight`` and
+    ``supports_edge_attr``; ``edge_attr`` only where a conv reads it), trimmed
+    with each layer's edges: GCN normalises with the weights, other convs
+    then run through PyG's message passing. With hot vertices a ``GraphConv``
+    bottom layer is served the weighted aggregates (exact); a bottom conv
+    reading ``edge_attr`` is refused. A heterogeneous model runs as
+    ``model(x_dict, edge_index_dict)``: a relation's edge value its conv would
+    read is refused.
+
     A bottom conv whose messages depend on weights (``GATConv``,
     ``SAGEConv(project=True)``, ...) cannot be served exactly: unless the
     loader's ``cache`` was set explicitly, the wrapper then switches it to
@@ -353,6 +364,9 @@ class OrchModel(torch.nn.Module):
             check_dtype(features, self.dtype, hot=loader.hot_ratio != 0)
         convs = model.convs if self._hetero is None else []
         self.kinds = [cache_kind(conv) for conv in convs]
+        # The batch's edge values the convs take, as the model's forward
+        # passes them (model(x, edge_index, edge_weight=..., edge_attr=...)).
+        self.edge_inputs = _edge_inputs(model)
         # A hook-free copy of the bottom conv, the model of its snapshots,
         # when the loader runs in embedding mode.
         self._bottom_template: torch.nn.Module | None = None
@@ -360,7 +374,7 @@ class OrchModel(torch.nn.Module):
         self._hot_version: int | None = None
         self._hot_rows: tuple[Tensor, Tensor] | None = None
         self._graph_key: tuple[Any, ...] | None = None
-        self._graph: tuple[Tensor, Tensor, Any] = ()
+        self._graph: dict[str, tuple] = {}
         for conv in convs:
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
@@ -375,9 +389,12 @@ class OrchModel(torch.nn.Module):
             return
         check_hot_convs(self.model)
         conv, cache = self.model.convs[0], loader.cache
-        if self.kinds[0] is not None and cache.mode != "embedding":
+        embedding = self.kinds[0] is None or cache.mode == "embedding"
+        edge_names = [name for name in self.edge_inputs if name in loader.data]
+        kind = self._hot_kind(edge_names, embedding)
+        if not embedding:
             self._bottom_template = None
-            self._hot_version = loader.serve(self.kinds[0])
+            self._hot_version = loader.serve(kind)
             return
         switched = cache.mode != "embedding"
         self._bottom_template = _without_hooks(conv).cpu()
@@ -391,6 +408,24 @@ class OrchModel(torch.nn.Module):
                 f"training steps old",
                 stacklevel=3,
             )
+
+    def _hot_kind(self, edge_names: list[str], embedding: bool) -> str:
+        # The hot values the bottom layer needs when it reads `edge_names`:
+        # its aggregation, weighted by the edge_weight it reads, or
+        # "embedding". Refuses what no hot value serves exactly.
+        if edge_names and (embedding or "edge_attr" in edge_names):
+            raise NotImplementedError(
+                f"hot vertices cannot serve this model exactly: its bottom "
+                f"layer {self.model.convs[0]} reads the batch's "
+                f"{' and '.join(edge_names)}, and hot vertices serve edge "
+                f"values only as an edge_weight in a weighted sum, mean or max "
+                f"(GraphConv), not in "
+                f"{'embedding mode' if embedding else 'edge features'}. Use "
+                f"hot_ratio=0, or a bottom conv such as GraphConv"
+            )
+        if embedding:
+            return "embedding"
+        return f"weighted_{self.kinds[0]}" if edge_names else self.kinds[0]
 
     def _bottom_snapshot(self) -> torch.nn.Module:
         # A CPU copy of the bottom conv's current weights, for the refresher
@@ -487,14 +522,21 @@ class OrchModel(torch.nn.Module):
             # Only pyg_orch's aggregation reads half-width rows itself.
             x = x.to(self.dtype)
         src, dst = batch.edge_index.to(device, non_blocking=True)
+        edge_values = {
+            name: batch[name].to(device, non_blocking=True)
+            for name in self.edge_inputs
+            if batch.get(name) is not None
+        }
         hot, embedded = None, False
         if "hot_index" in batch and batch.hot_index.numel() > 0:
-            embedded = self._check_hot_values(batch)
+            embedded = self._check_hot_values(batch, list(edge_values))
             hot = (
                 batch.hot_index.to(device, non_blocking=True),
                 batch.hot_agg.to(device, non_blocking=True),
             )
-        gcn_weight = self._gcn_weights(src, dst, x.size(0))
+        gcn_weight = self._gcn_weights(
+            src, dst, x.size(0), edge_values.get("edge_weight")
+        )
         num_layers = self.model.num_layers
         relu = False  # the previous layer's relu is this layer's to apply
         for layer in range(num_layers):
@@ -504,13 +546,16 @@ class OrchModel(torch.nn.Module):
             # A slice of all rows would cost a gradient of all rows in backward.
             x = x[:num_src] if x.size(0) != num_src else x
             edges = (src[:num_edges], dst[:num_edges])
-            if layer > 0 or hot is None:
-                x = self._layer(layer, x, num_dst, edges, gcn_weight, None, relu)
-            elif embedded:
+            # Trimmed with the edges, as PyG's trim_to_layer trims them.
+            values = {name: v[:num_edges] for name, v in edge_values.items()}
+            if layer == 0 and embedded:
                 x = self._embedded_layer(x, num_dst, edges, gcn_weight, hot)
             else:
-                x = self._layer(layer, x, num_dst, edges, gcn_weight, hot)
-            relu = self._defers_relu(layer)
+                layer_hot = hot if layer == 0 else None
+                x = self._layer(
+                    layer, x, num_dst, edges, gcn_weight, layer_hot, relu, values
+                )
+            relu = self._defers_relu(layer, bool(edge_values))
             x = self._between_layers(layer, x, act=not relu)
         # Link batches have no batch_size: their seeds are the hop-0 nodes.
         return x[: batch.batch_size if "batch_size" in batch else nodes_per_hop[0]]
@@ -525,11 +570,13 @@ class OrchModel(torch.nn.Module):
                 "OrchModel(model, loader) before drawing its batches"
             )
 
-    def _check_hot_values(self, batch: Data) -> bool:
+    def _check_hot_values(self, batch: Data, edge_names: list[str]) -> bool:
         # Hot values are made for one model: refuse those made for another
         # rather than compute with them. Returns whether they are embeddings.
         check_hot_convs(self.model)  # also for a model wrapped without a loader
         kind, conv = batch.get("hot_kind"), self.model.convs[0]
+        embedding = kind == "embedding" or self.kinds[0] is None
+        needed = self._hot_kind(edge_names, embedding)
         if kind == "embedding":
             if batch.get("hot_version") != self._hot_version:
                 raise ValueError(
@@ -539,8 +586,7 @@ class OrchModel(torch.nn.Module):
                     "OrchModel(model, loader) before drawing its batches"
                 )
             return True
-        if kind != self.kinds[0]:
-            needed = self.kinds[0] or "embedding"
+        if kind != needed:
             raise ValueError(
                 f"this batch's hot values are {kind!r} aggregates, but this "
                 f"model's bottom layer {conv} needs {needed!r} (a loader serves "
@@ -549,13 +595,15 @@ class OrchModel(torch.nn.Module):
             )
         return False
 
-    def _gcn_weights(self, src: Tensor, dst: Tensor, num_nodes: int):
+    def _gcn_weights(
+        self, src: Tensor, dst: Tensor, num_nodes: int, edge_weight: Tensor | None
+    ):
         # GCN normalises by degrees of the whole batch graph, as the plain
         # model does when it runs untrimmed on the batch.
         if "gcn" not in self.kinds:
             return None
         edge_index, weight = gcn_norm(
-            torch.stack([src, dst]), None, num_nodes, dtype=self.dtype
+            torch.stack([src, dst]), edge_weight, num_nodes, dtype=self.dtype
         )
         return edge_index, weight
 
@@ -568,32 +616,39 @@ class OrchModel(torch.nn.Module):
         gcn_weight: Any,
         hot: tuple[Tensor, Tensor] | None,
         relu: bool = False,
+        edge_values: dict[str, Tensor] | None = None,
     ) -> Tensor:
         # relu: x is the previous layer's output before its relu (only for a
-        # conv aggregated here, see _defers_relu).
+        # conv aggregated here, see _defers_relu). edge_values: the layer's
+        # edge_weight / edge_attr, which PyG's message passing takes.
         conv = self.model.convs[layer]
         if self.kinds[layer] == "gcn":
             return self._gcn_layer(conv, x, num_dst, gcn_weight, hot)
-        kind = fused_kind(conv, own_hook=self._inject_hot_rows)
+        kind = None if edge_values else self._fused_kind(conv)
         if kind is not None:
             return _fused_conv(conv, kind, x, num_dst, edges, hot, relu)
-        return self._conv(conv, x, num_dst, edges, hot)
+        return self._conv(conv, x, num_dst, edges, hot, edge_values or {})
 
-    def _defers_relu(self, layer: int) -> bool:
+    def _fused_kind(self, conv: torch.nn.Module) -> str | None:
+        return fused_kind(conv, own_hook=self._inject_hot_rows)
+
+    def _defers_relu(self, layer: int, edge_values: bool) -> bool:
         # Whether the relu after `layer` is left to the next layer's
         # aggregation, which takes its gradient as it writes the sources'
         # (no pass over the rows of its own): when the activation is a plain
         # ReLU, no norm comes between (dropout commutes with it) and the next
-        # conv is aggregated here.
+        # conv is aggregated here (so not with edge values, which PyG's
+        # message passing takes).
         model = self.model
-        if layer == model.num_layers - 1 or type(model.act) is not torch.nn.ReLU:
+        if edge_values or layer == model.num_layers - 1:
+            return False
+        if type(model.act) is not torch.nn.ReLU:
             return False
         if model.act._forward_hooks or model.act._forward_pre_hooks:
             return False
         if type(model.norms[layer]) is not torch.nn.Identity:
             return False
-        following = model.convs[layer + 1]
-        return fused_kind(following, own_hook=self._inject_hot_rows) is not None
+        return self._fused_kind(model.convs[layer + 1]) is not None
 
     def _embedded_layer(self, x, num_dst, edges, gcn_weight, hot) -> Tensor:
         # The hot rows' whole output is given: computed without neighbours
@@ -602,23 +657,29 @@ class OrchModel(torch.nn.Module):
         out = self._layer(0, x, num_dst, edges, gcn_weight, (hot_index, None))
         return out.index_copy(0, hot_index, hot_output.to(out.dtype))
 
-    def _conv(self, conv, x, num_dst, edges, hot) -> Tensor:
+    def _conv(self, conv, x, num_dst, edges, hot, edge_values) -> Tensor:
         src, dst = edges
         if hot is not None:
             # Hot rows come from the cache: their sampled edges are not needed.
-            cold = cold_rows(num_dst, hot[0])
-            src, dst = src[cold[dst]], dst[cold[dst]]
+            cold = cold_rows(num_dst, hot[0])[dst]
+            src, dst = src[cold], dst[cold]
+            edge_values = {name: v[cold] for name, v in edge_values.items()}
         # Under autocast, torch's sparse product would get bfloat16, which it
-        # lacks on the CPU: PyG's message passing then (slower, but exact).
+        # lacks on the CPU: PyG's message passing then (slower, but exact),
+        # as with edge values, which it takes as the plain model passes them.
         autocast = torch.is_autocast_enabled(x.device.type)
-        if isinstance(conv.aggr, str) and conv.aggr in FUSED and not autocast:
+        if (
+            isinstance(conv.aggr, str)
+            and conv.aggr in FUSED
+            and not (autocast or edge_values)
+        ):
             ones = x.new_ones(src.numel())
             adjacency, size = csr_adjacency(src, dst, ones, num_dst, x.size(0)), None
         else:
             adjacency, size = torch.stack([src, dst]), (x.size(0), num_dst)
         self._hot_rows = hot if hot is not None and hot[1] is not None else None
         try:
-            return conv((x, x[:num_dst]), adjacency, size=size)
+            return conv((x, x[:num_dst]), adjacency, size=size, **edge_values)
         finally:
             self._hot_rows = None
 
@@ -687,6 +748,14 @@ class OrchModel(torch.nn.Module):
         try:
             if self._hetero is not None:
                 return self._hetero.inference(data, self.device)
+            edge_values = {
+                name: data[name]
+                for name in self.edge_inputs
+                if data.get(name) is not None
+            }
+            if None in self.kinds and edge_values:
+                # PyG's layer-wise inference would leave the edge values out.
+                return self._whole_graph_forward(data, edge_values)
             if None in self.kinds:
                 loader = OrchNeighborLoader(data, [-1], batch_size=batch_size)
                 return self.model.inference(loader, self.device, progress_bar=progress)
@@ -694,34 +763,46 @@ class OrchModel(torch.nn.Module):
         finally:
             self.train(training)
 
+    def _whole_graph_forward(self, data: Data, edge_values: dict[str, Tensor]):
+        device = self.device
+        values = {name: v.to(device) for name, v in edge_values.items()}
+        x, edge_index = data.x.to(device, self.dtype), data.edge_index.to(device)
+        return self.model(x, edge_index, **values).cpu()
+
     def _numba_inference(self, data: Data, batch_size: int, progress: bool) -> Tensor:
         x = data.x.to(self.dtype).contiguous()
-        colptr, row, gcn_norm_values = self._whole_graph(data, x.numpy().dtype)
+        graphs = self._whole_graph(data, x.numpy().dtype)
         for layer in tqdm(range(self.model.num_layers), disable=not progress):
+            kind = self.kinds[layer]
+            colptr, row, kernel_kind, norm, weight = graphs[kind]
             chunks = []
             for nodes in torch.arange(data.num_nodes).split(batch_size):
                 agg = torch.empty(nodes.numel(), x.size(1), dtype=x.dtype)
                 aggregate(
                     colptr.numpy(), row.numpy(), x.numpy(), nodes.numpy(),
-                    self.kinds[layer], agg.numpy(), gcn_norm_values,
+                    kernel_kind, agg.numpy(), norm, edge_weight=weight,
                 )  # fmt: skip
                 chunks.append(self._chunk(layer, x[nodes], agg).cpu())
             x = torch.cat(chunks)
         return x
 
-    def _whole_graph(self, data: Data, dtype: np.dtype) -> tuple[Tensor, Tensor, Any]:
-        # The CSC form of the graph (and GCN's degrees in the features' numpy
-        # dtype), built once: evaluation runs on the same graph every epoch,
-        # and building sorts every edge.
-        key = (data.edge_index.data_ptr(), data.num_edges, data.num_nodes, dtype)
+    def _whole_graph(self, data: Data, dtype: np.dtype) -> dict[str, tuple]:
+        # What aggregate() takes for each kind of the model's layers: the CSC
+        # form of the graph, the kernel's kind, GCN's degrees in the
+        # features' numpy dtype, and the edge weights in CSC order. Built
+        # once: evaluation runs on the same graph every epoch, and building
+        # sorts every edge.
+        weight = data.get("edge_weight") if "edge_weight" in self.edge_inputs else None
+        key = (
+            data.edge_index.data_ptr(), data.num_edges, data.num_nodes, dtype,
+            None if weight is None else weight.data_ptr(),
+        )  # fmt: skip
         if self._graph_key != key:
-            colptr, row, _ = to_csc(data, device="cpu")
-            norm = (
-                gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy(), dtype)
-                if "gcn" in self.kinds
-                else None
-            )
-            self._graph_key, self._graph = key, (colptr, row, norm)
+            self._graph_key = key
+            self._graph = {
+                kind: _kernel_graph(data, kind, weight, dtype)
+                for kind in set(self.kinds)
+            }
         return self._graph
 
     def _chunk(self, layer: int, x: Tensor, agg: Tensor) -> Tensor:
@@ -755,6 +836,44 @@ def _fused_conv(
         x, row_pointers(dst, num_dst), src, kind, hot_index, hot_value, relu
     )
     return conv_output(conv, aggregation, x_dst)
+
+
+def _kernel_graph(
+    data: Data, kind: str, edge_weight: Tensor | None, dtype: np.dtype
+) -> tuple:
+    # The arguments of aggregate() for the whole graph and `kind`. GCN with
+    # an edge_weight has PyG's gcn_norm weigh each edge (its self loops
+    # included), summed by the kernel.
+    edge_index = data.edge_index
+    if kind == "gcn" and edge_weight is not None:
+        edge_index, edge_weight = gcn_norm(
+            edge_index, edge_weight, data.num_nodes, dtype=edge_weight.dtype
+        )
+        kind = "sum"
+    graph = Data(edge_index=edge_index, num_nodes=data.num_nodes)
+    colptr, row, perm = to_csc(graph, device="cpu")
+    if edge_weight is not None:
+        weight = edge_weight if perm is None else edge_weight[perm]
+        return colptr, row, kind, None, weight.detach().numpy()
+    norm = (
+        gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy(), dtype)
+        if kind == "gcn"
+        else None
+    )
+    return colptr, row, kind, norm, None
+
+
+def _edge_inputs(model: torch.nn.Module) -> tuple[str, ...]:
+    # The edge values a BasicGNN hands its convs (its supports_* flags); a
+    # heterogeneous model is run as model(x_dict, edge_index_dict).
+    if not isinstance(model, BasicGNN):
+        return ()
+    reads_attr = any(reads_edge_value(conv, "edge_attr") for conv in model.convs)
+    flags = {
+        "edge_weight": model.supports_edge_weight,
+        "edge_attr": model.supports_edge_attr and reads_attr,
+    }
+    return tuple(name for name, supported in flags.items() if supported)
 
 
 def _relation_kinds(layers: HeteroLayers, loader: Any) -> dict[Any, str]:

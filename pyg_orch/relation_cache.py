@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import HeteroData
 
-from pyg_orch.cache import AGGREGATIONS, HotCache, gather
+from pyg_orch.cache import HotCache, gather
 from pyg_orch.hotness import frontier_size
 
 EdgeType = tuple[str, str, str]
@@ -113,8 +113,8 @@ class RelationCache:
         """Sets each relation's aggregation and computes its values now.
 
         Args:
-            kinds: one of :data:`~pyg_orch.cache.AGGREGATIONS` (except
-                ``"gcn"``) per relation of :attr:`relations`.
+            kinds: ``"mean"``, ``"sum"`` or ``"max"`` per relation of
+                :attr:`relations`.
 
         Raises:
             ValueError: a relation without a kind, or an unknown kind.
@@ -127,7 +127,7 @@ class RelationCache:
             )
         for edge_type, cache in self.caches.items():
             kind = kinds[edge_type]
-            if kind not in AGGREGATIONS or kind == "gcn":
+            if kind not in ("mean", "sum", "max"):
                 raise ValueError(
                     f"relation {edge_type}: kind must be 'mean', 'sum' or 'max', "
                     f"got {kind!r}"

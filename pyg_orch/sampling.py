@@ -277,6 +277,80 @@ def _num_nodes(sampler: NeighborSampler, node_type: Any) -> int:
     return found
 
 
+def check_sampling_weights(
+    colptr: Tensor,
+    weight: Tensor,
+    perm: Tensor | None,
+    fanouts: list[int],
+    replace: bool,
+    edge_type: Any = None,
+) -> None:
+    """Refuses sampling weights (``weight_attr``) that define no distribution.
+
+    As :func:`torch.multinomial` refuses them, and PyG documents weights as
+    non-negative: every weight must be finite and ``>= 0``, and a node whose
+    in-edges are drawn from by weight (some hop's fan-out ``k > 0`` with
+    ``replace=True``, or ``k`` below its in-degree without) must have an
+    edge of positive weight. A node whose in-edges are all taken (fan-out
+    ``-1``, or at least its in-degree, without replacement) is taken whole,
+    whatever its weights, as PyG takes it. (Without replacement, a node with
+    fewer positive weights than ``k`` gives all of those, then zero-weight
+    neighbours drawn uniformly: see
+    :func:`~pyg_orch.kernels.sample.pick_weighted`.)
+
+    Args:
+        colptr: CSC column pointers ``[N + 1]``.
+        weight: the weights in CSC order ``[E]``.
+        perm: the CSC permutation (``row[e]`` is edge ``perm[e]``), or
+            ``None`` for the identity.
+        fanouts: the fan-out of each hop.
+        replace: whether neighbours are drawn with replacement.
+        edge_type: the edge type, on a heterogeneous graph.
+
+    Raises:
+        ValueError: naming ``weight_attr``, the first offending edge (or
+            node) and the rule.
+
+    Example:
+        >>> check_sampling_weights(torch.tensor([0, 2]), torch.tensor([1.0, -5.0]),
+        ...                        None, [1], True)
+        Traceback (most recent call last):
+        ...
+        ValueError: weight_attr: sampling weights must be finite and >= 0, but edge 1 has weight -5.0; fix or drop that edge's weight
+    """  # noqa: E501 - a doctest's output is one line
+    where = "" if edge_type is None else f" of edge type {edge_type}"
+    weight = weight.detach().to(torch.float64)
+    bad = (~torch.isfinite(weight)) | (weight < 0)
+    if bool(bad.any()):
+        edges = bad.nonzero().view(-1)
+        ids = edges if perm is None else perm[edges]
+        first = int(ids.argmin())
+        raise ValueError(
+            f"weight_attr: sampling weights must be finite and >= 0, but edge "
+            f"{int(ids[first])}{where} has weight {float(weight[edges[first]])}; "
+            f"fix or drop that edge's weight"
+        )
+    degree = colptr.diff()
+    positive = torch.zeros(weight.numel() + 1, dtype=torch.long)
+    torch.cumsum((weight > 0).long(), 0, out=positive[1:])
+    positive = positive[colptr[1:]] - positive[colptr[:-1]]
+    for k in fanouts:
+        if k <= 0:
+            continue  # nothing drawn (0) or everything taken (-1)
+        drawn = (degree > 0) if replace else (degree > k)
+        invalid = drawn & (positive == 0)
+        if bool(invalid.any()):
+            node = int(invalid.nonzero()[0])
+            raise ValueError(
+                f"weight_attr: node {node}{where} has {int(degree[node])} "
+                f"in-edges, all of weight 0, but the fan-out {k} draws from "
+                f"them by weight {'with' if replace else 'without'} "
+                f"replacement: weights that sum to 0 define no distribution "
+                f"(torch.multinomial refuses them too). Give one of its edges a "
+                f"positive weight, or sample with fan-out -1"
+            )
+
+
 class OrchNeighborSampler(NeighborSampler):
     r"""PyG's :class:`~torch_geometric.sampler.NeighborSampler`, sampling with Numba.
 
@@ -345,6 +419,24 @@ class OrchNeighborSampler(NeighborSampler):
                 "weighted temporal sampling (weight_attr with time_attr) is not "
                 "supported, as in pyg-lib: drop one of them"
             )
+        if self.edge_weight is not None:
+            self._check_weights()
+
+    def _check_weights(self) -> None:
+        # The weights of every edge type, each checked with its fan-outs.
+        if not self.is_hetero:
+            fanouts = self.num_neighbors.get_values()
+            check_sampling_weights(
+                self.colptr, self.edge_weight, self.perm, fanouts, self.replace
+            )
+            return
+        fanouts = self.num_neighbors.get_values(self.edge_types)
+        for rel_type, weight in self.edge_weight.items():
+            edge_type = self.to_edge_type[rel_type]
+            check_sampling_weights(
+                self.colptr_dict[rel_type], weight, self.perm.get(edge_type),
+                fanouts[edge_type], self.replace, edge_type,
+            )  # fmt: skip
 
     @classmethod
     def for_loader(

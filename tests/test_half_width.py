@@ -2,15 +2,18 @@
 
 The reference is plain PyG in float32 on the whole graph, fed the same
 half-width values widened to float32. The only other rounding is that of
-the hot aggregates, stored in half width too.
+the hot aggregates, stored in bfloat16 for bfloat16 features and in float32
+for float16 ones (whose range a hub's sum passes).
 """
 
 import pytest
 import torch
 from conftest import random_graph
+from torch_geometric.data import Data
 from torch_geometric.nn import GCN, GIN, GraphSAGE
 
-from pyg_orch import OrchModel, OrchNeighborLoader
+from pyg_orch import HotCache, OrchModel, OrchNeighborLoader
+from pyg_orch.cache import hot_value_dtype
 
 # float16's kernels compile for 11 s in a fresh install: with the slow tests.
 HALF = [torch.bfloat16, pytest.param(torch.float16, marks=pytest.mark.slow)]
@@ -40,7 +43,8 @@ def test_half_width_batches_equal_plain_pyg_on_the_widened_features(dtype, model
     assert data.x.dtype == torch.float32  # the user's graph is left as it is
     widened = data.x.to(dtype).float()
     for batch in list(half)[:3]:
-        assert batch.x.dtype == batch.hot_agg.dtype == dtype
+        assert batch.x.dtype == dtype
+        assert batch.hot_agg.dtype == hot_value_dtype(dtype)
         assert batch.hot_index.numel() > 0
         model.zero_grad()
         out = orch(batch)
@@ -109,3 +113,69 @@ def test_bad_feature_dtypes_are_refused_with_the_choices():
         loader(graph(), feature_dtype=torch.int8)
     with pytest.raises(TypeError, match="feature_dtype must be"):
         loader(graph(), feature_dtype="bf16")
+
+
+def hub_graph(high):
+    """A hub with 4,000 in-neighbours among 4,100 nodes, features in [10, high].
+
+    The hub's sum of float16 features passes float16's largest value, 65504.
+    """
+    generator = torch.Generator().manual_seed(2)
+    num_nodes = 4100
+    hub = torch.stack([torch.arange(1, 4001), torch.zeros(4000, dtype=torch.long)])
+    rest = torch.randint(num_nodes, (2, 8000), generator=generator)
+    x = 10 + (high - 10) * torch.rand(num_nodes, 8, generator=generator)
+    return Data(x=x, edge_index=torch.cat([hub, rest], 1), num_nodes=num_nodes)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GIN(8, 16, num_layers=2, out_channels=4),
+        lambda: GraphSAGE(8, 16, num_layers=2, out_channels=4),
+        lambda: GraphSAGE(8, 16, num_layers=2, out_channels=4, aggr="max"),
+    ],
+    ids=["sum", "mean", "max"],
+)
+@pytest.mark.parametrize("high", [30, 100])
+def test_hub_aggregates_stay_finite_and_exact_in_half_width(dtype, make, high):
+    data = hub_graph(high)
+    torch.manual_seed(1)
+    model = make().eval()
+    half = OrchNeighborLoader(
+        data, [-1, -1], batch_size=512, hot_ratio=0.3, hot_method="degree",
+        feature_dtype=dtype,
+    )  # fmt: skip
+    orch = OrchModel(model, half)
+    assert 0 in half.hot.nodes  # the hub is hot
+    with torch.no_grad():
+        expected = model(data.x.to(dtype).float(), data.edge_index)
+        assert expected.isfinite().all()
+        batch = next(iter(half))
+        assert 0 in batch.n_id[batch.hot_index]
+        out = orch(batch)
+    assert out.isfinite().all()
+    tolerance = TOLERANCE[dtype]
+    scale = float(expected.abs().max())
+    torch.testing.assert_close(
+        out, expected[batch.n_id[:512]], atol=tolerance * scale, rtol=tolerance
+    )
+
+
+def test_hot_values_stay_float32_where_half_width_would_overflow():
+    # bfloat16 has float32's range but rounds to 8 bits: a sum within half a
+    # bfloat16 step of float32's largest would become inf.
+    colptr, row = torch.tensor([0, 4, 4, 4, 4, 4]), torch.tensor([1, 2, 3, 4])
+    x = torch.full((5, 2), 2.0**126)
+    x[4] = (2 - 2**-7) * 2.0**125  # the sum: 3.3995e38, float32's largest 3.4028e38
+    x = x.to(torch.bfloat16)
+    expected = x.float()[1:].sum(0)
+    assert expected.isfinite().all() and expected.to(torch.bfloat16).isinf().all()
+    cache = HotCache(colptr, row, x, hot_nodes=torch.tensor([0, 1]))
+    values = cache.values("sum")
+    assert values.dtype == torch.float32
+    torch.testing.assert_close(values[0], expected)
+    safe = HotCache(colptr, row, x / 8, hot_nodes=torch.tensor([0, 1]))
+    assert safe.values("sum").dtype == torch.bfloat16
+    assert safe.values("sum").isfinite().all()

@@ -519,6 +519,70 @@ def test_state_dict_resumes_the_hot_set(data):
     assert torch.equal(orch_restored(again), out)
 
 
+def hetero_fingerprint(batch):
+    parts = [batch[t].n_id for t in batch.node_types]
+    parts += [batch[t].hot_index for t in batch.node_types if "hot_index" in batch[t]]
+    parts += [batch[r].hot_agg for r in batch.edge_types if "hot_agg" in batch[r]]
+    return [part.clone() for part in parts]
+
+
+@pytest.mark.parametrize(
+    "hot_ratio",
+    [0.3, 1, {"paper": 0.5, "author": 0.5}, {"paper": 1}, {"author": 0.0}],
+    ids=["float", "int", "dict", "dict-int", "dict-zero"],
+)
+def test_every_hot_ratio_form_resumes_the_uninterrupted_epoch(data, hot_ratio):
+    kwargs = dict(
+        num_neighbors=[4, 3], input_nodes="paper", batch_size=BATCH, shuffle=True,
+        prefetch=1,
+    )  # fmt: skip
+
+    def served(loader):
+        OrchModel(build(sage, data)[0], loader)
+        return loader
+
+    torch.manual_seed(0)
+    with served(OrchNeighborLoader(data, hot_ratio=hot_ratio, **kwargs)) as loader:
+        uninterrupted = [hetero_fingerprint(batch) for batch in loader]
+    assert len(uninterrupted) > 3
+    torch.manual_seed(0)
+    with served(OrchNeighborLoader(data, hot_ratio=hot_ratio, **kwargs)) as loader:
+        iterator = iter(loader)
+        first = [hetero_fingerprint(next(iterator)) for _ in range(2)]
+        state = loader.state_dict()
+    assert state["hot_ratio"] == hot_ratio
+    # The same loader takes its own checkpoint, and a fresh one resumes it.
+    loader.load_state_dict(state)
+    torch.manual_seed(7)
+    resumed = OrchNeighborLoader(data, hot_ratio=0.0, **kwargs)
+    resumed.load_state_dict(state)
+    assert resumed.hot_ratio == hot_ratio
+    with served(resumed):
+        rest = [hetero_fingerprint(batch) for batch in resumed]
+    for got, want in zip(first + rest, uninterrupted, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("hot_ratio", "pattern"),
+    [
+        ({"papers": 0.5}, r"checkpoint key 'hot_ratio'.* names node type 'papers'"),
+        ({"paper": 1.5}, r"checkpoint key 'hot_ratio'.*\['paper'\] must be a "),
+        ("half", r"checkpoint key 'hot_ratio'.* must be a fraction"),
+    ],
+)
+def test_a_checkpoint_with_a_bad_hot_ratio_is_refused_naming_the_key(
+    data, hot_ratio, pattern
+):
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio={"paper": 0.5}
+    )
+    state = loader.state_dict()
+    with pytest.raises(ValueError, match=pattern):
+        loader.load_state_dict({**state, "hot_ratio": hot_ratio})
+    assert loader.hot_ratio == {"paper": 0.5}
+
+
 def test_prefetch_yields_every_seed_once_and_exact_outputs(data):
     model, reference = build(sage, data)
     with torch.no_grad():
@@ -542,3 +606,25 @@ def test_prefetch_yields_every_seed_once_and_exact_outputs(data):
     seeds = torch.cat(seeds)
     assert torch.equal(seeds.sort().values, torch.arange(data["paper"].num_nodes))
     assert not torch.equal(seeds, torch.arange(data["paper"].num_nodes))
+
+
+def test_edge_values_a_relation_conv_would_read_are_refused(data):
+    weighted = copy.copy(data)
+    relation = ("paper", "cites", "paper")
+    weighted[relation].edge_weight = torch.rand(weighted[relation].num_edges)
+    loader = OrchNeighborLoader(
+        weighted, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.0
+    )
+    batch = next(iter(loader))
+    # GraphConv takes an edge_weight: run without it, it would differ.
+    orch = OrchModel(build(graph_conv, data)[0], loader)
+    with pytest.raises(NotImplementedError, match=r"cites.*edge_weight.*GraphConv"):
+        orch(batch)
+    with pytest.raises(NotImplementedError, match=r"edge_weight"):
+        orch.inference(weighted)
+    # SAGEConv takes none: the weights are nothing to it, as in plain PyG.
+    model, reference = build(sage, data)
+    with torch.no_grad():
+        expected = reference(weighted.x_dict, weighted.edge_index_dict)["paper"]
+        out = OrchModel(model).inference(weighted)["paper"]
+    assert_close(out, expected, atol=1e-5, rtol=1e-4)

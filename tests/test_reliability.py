@@ -85,9 +85,33 @@ def test_a_resumed_run_yields_the_batches_of_an_uninterrupted_one(
     assert resumed.state_dict()["position"] is None
 
 
+@pytest.mark.parametrize(
+    "form",
+    [{"hot_ratio": 1}, {"hot_ratio": 0}, {"hot_ratio": 0.0, "hot": torch.arange(50)}],
+    ids=["int-one", "int-zero", "given-hot-set"],
+)
+def test_every_hot_argument_form_round_trips_and_resumes(graph, form):
+    torch.manual_seed(0)
+    with served(make_loader(graph, prefetch=1, **form)) as loader:
+        uninterrupted = [fingerprint(batch) for batch in loader]
+    torch.manual_seed(0)
+    with served(make_loader(graph, prefetch=1, **form)) as loader:
+        iterator = iter(loader)
+        first = [fingerprint(next(iterator)) for _ in range(3)]
+        state = loader.state_dict()
+    loader.load_state_dict(state)  # a loader takes its own checkpoint
+    resumed = make_loader(graph, prefetch=1, hot_ratio=0.0)
+    resumed.load_state_dict(state)
+    assert resumed.hot_ratio == form["hot_ratio"]
+    with served(resumed):
+        rest = [fingerprint(batch) for batch in resumed]
+    assert same(first + rest, uninterrupted)
+
+
 def served(loader):
     # A hot loader yields batches once a model serves it.
-    OrchModel(GraphSAGE(16, 32, num_layers=2), loader)
+    if loader.cache is not None:
+        OrchModel(GraphSAGE(16, 32, num_layers=2), loader)
     return loader
 
 

@@ -69,6 +69,55 @@ def test_weighted_chi_square_can_fail():
     assert chi2_contingency(np.stack([uniform, reference])).pvalue < 1e-6
 
 
+def multinomial_refuses(graph, fanouts, replace):
+    """The first node whose in-edge weights torch.multinomial refuses to draw.
+
+    A node is drawn from by weight unless its in-edges are all taken (fan-out
+    -1, or at least its in-degree without replacement).
+    """
+    for k in fanouts:
+        for node in range(graph.num_nodes):
+            weight = graph.w[graph.edge_index[1] == node]
+            if k <= 0 or weight.numel() == 0 or (not replace and k >= weight.numel()):
+                continue
+            try:
+                torch.multinomial(weight, k, replacement=replace)
+            except RuntimeError:
+                return node
+    return None
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_weights_are_refused_exactly_where_torch_multinomial_refuses(seed, replace):
+    graph = random_graph(60, 240, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    # Many zeros: some neighbourhoods keep no positive weight.
+    keep = torch.rand(graph.num_edges, generator=generator) < 0.1 + 0.1 * seed
+    graph.w = torch.rand(graph.num_edges, generator=generator) * keep
+    fanouts = [3, 2]
+    refused = multinomial_refuses(graph, fanouts, replace)
+    build = lambda: OrchNeighborLoader(  # noqa: E731
+        graph, fanouts, batch_size=8, weight_attr="w", replace=replace
+    )
+    if refused is None:
+        build()
+        return
+    with pytest.raises(ValueError, match=rf"weight_attr: node {refused} has"):
+        build()
+
+
+def test_past_the_positive_weights_zero_weights_are_drawn_uniformly():
+    weight = torch.tensor([0.0, 0.0, 2.0, 0.0, 0.0, 1.0])
+    sampler = OrchNeighborSampler(star(6, weight=weight), [4], weight_attr="weight")
+    ours = picked(sampler, ROUNDS)[1:]
+    # Both positive ones every time, then two of the four zeros.
+    assert ours[2] == ours[5] == ROUNDS
+    zeros = ours[[0, 1, 3, 4]]
+    assert zeros.sum() == 2 * ROUNDS
+    assert chisquare(zeros.numpy()).pvalue > 1e-3
+
+
 @pytest.mark.parametrize("level", ["node", "edge"])
 def test_temporal_uniform_picks_only_earlier_neighbours(level):
     degree, seed_time = 30, 17

@@ -13,7 +13,13 @@ from torch_geometric.nn import GraphSAGE
 
 import pyg_orch.loader
 import pyg_orch.validation
-from pyg_orch import HotSet, OrchModel, OrchNeighborLoader, OrchNeighborSampler
+from pyg_orch import (
+    HotSet,
+    OrchLinkNeighborLoader,
+    OrchModel,
+    OrchNeighborLoader,
+    OrchNeighborSampler,
+)
 
 NUM_NODES = 40
 GRAPH = random_graph(NUM_NODES, 200)
@@ -42,6 +48,13 @@ def hetero():
     data["a"].x = torch.randn(3, 8)
     data["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
     return data
+
+
+def weights(edge, value):
+    """Unit weights for GRAPH's edges but ``value`` at ``edge``."""
+    w = torch.ones(EDGES.size(1))
+    w[edge] = value
+    return w
 
 
 def bad_x(value, row=3):
@@ -289,6 +302,23 @@ BAD_INPUTS = [
     case("hot with induced subgraphs",
          lambda: loader(subgraph_type="induced", hot_ratio=0.2),
          NotImplementedError, "subgraph_type", r"subgraph_type other than"),
+    # Sampling weights (weight_attr), which torch.multinomial refuses too.
+    case("weight_attr negative", lambda: loader(weight_attr="w", replace=True,
+                                                data=graph(w=weights(3, -5.0))),
+         ValueError, "weight_attr", r"finite and >= 0, but edge 3 has weight -5.0"),
+    case("weight_attr NaN", lambda: loader(weight_attr="w",
+                                           data=graph(w=weights(7, float("nan")))),
+         ValueError, "weight_attr", r"edge 7 has weight nan"),
+    case("weight_attr inf", lambda: loader(weight_attr="w",
+                                           data=graph(w=weights(0, float("inf")))),
+         ValueError, "weight_attr", r"edge 0 has weight inf"),
+    case("weight_attr all zero where drawn", lambda: loader(
+             weight_attr="w", replace=True, data=graph(w=torch.zeros(EDGES.size(1)))),
+         ValueError, "weight_attr", r"in-edges, all of weight 0, but the fan-out 5 "
+         r"draws from them by weight with replacement"),
+    case("weight_attr negative, link loader", lambda: OrchLinkNeighborLoader(
+             graph(w=weights(3, -1.0)), [5], batch_size=8, weight_attr="w"),
+         ValueError, "weight_attr", r"edge 3 has weight -1.0"),
     # OrchModel.
     case("model layers != num_neighbors", lambda: OrchModel(SAGE, loader()),
          ValueError, "num_neighbors", r"num_neighbors=\[5, 5\] samples 2 hops, but "

@@ -124,7 +124,9 @@ def pick_weighted(
     With replacement every pick is an independent draw proportional to the
     weights (``torch.multinomial(weight, count, True)``); without, the picks
     are successive draws without replacement, drawn as the ``count`` largest
-    keys ``log(u) / w`` (Efraimidis and Spirakis, 2006), as pyg-lib does.
+    keys ``log(u) / w`` (Efraimidis and Spirakis, 2006), as pyg-lib does;
+    when fewer than ``count`` weights are positive, those come first and
+    the rest are drawn uniformly from the zero-weight ones.
     ``keys`` is scratch of at least ``len(weight)`` entries.
     """
     degree = weight.shape[0]
@@ -139,13 +141,24 @@ def pick_weighted(
                 degree - 1,
             )
         return
+    positive = 0
     for j in range(degree):
-        # A weight of 0 is never drawn while others are left.
         random_key = np.log(_random_unit(state))
-        keys[j] = random_key / weight[j] if weight[j] > 0 else -np.inf
+        if weight[j] > 0:
+            keys[j] = random_key / weight[j]
+            positive += 1
+        else:
+            keys[j] = -np.inf
     order = np.argsort(keys[:degree])
-    for n in range(count):
+    for n in range(min(count, positive)):
         out[n] = order[degree - 1 - n]
+    # A weight of 0 is never drawn while others are left; past them, the
+    # zero-weight neighbours (first in `order`) are drawn uniformly.
+    zeros = degree - positive
+    for n in range(count - positive):
+        pick = n + int(_random_unit(state) * (zeros - n))
+        order[n], order[pick] = order[pick], order[n]
+        out[positive + n] = order[n]
 
 
 @njit(cache=True, nogil=True)

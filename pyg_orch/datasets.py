@@ -44,6 +44,7 @@ __all__ = [
     "load_ogb",
     "load_planetoid",
     "power_law_graph",
+    "power_law_hetero_graph",
     "random_split_masks",
 ]
 

@@ -25,6 +25,7 @@ from pyg_orch.cache import AGGREGATIONS, HotCache, hot_row_bytes
 from pyg_orch.checkpoint import check_saved_weights
 from pyg_orch.hotness import (
     AUTO_RATIOS,
+    HotRatio,
     HotRatioTuning,
     HotSet,
     as_hot_set,
@@ -95,7 +96,7 @@ class HotVertices:
         features: Tensor | dict[str, Tensor] | None,
         device: torch.device | None = None,
         *,
-        ratio: float | str,
+        ratio: HotRatio,
         mode: str | None,
         super_batch: int,
         num_neighbors: Any,
@@ -748,7 +749,7 @@ class HotServing:
         return self._hot_vertices.cache
 
     @property
-    def hot_ratio(self) -> float | str:
+    def hot_ratio(self) -> HotRatio:
         """The fraction of vertices made hot (``"auto"`` until it is chosen)."""
         return self._hot_vertices.ratio
 
@@ -827,7 +828,7 @@ def graph_edge_weight(data: Any) -> Tensor | None:
     return getattr(data, "edge_weight", None) if isinstance(data, Data) else None
 
 
-def _positive(ratio: float | str | dict[str, float]) -> bool:
+def _positive(ratio: HotRatio) -> bool:
     # Whether hot_ratio asks for hot vertices (other than "auto").
     if isinstance(ratio, dict):
         return any(value > 0 for value in ratio.values())

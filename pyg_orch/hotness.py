@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -20,6 +20,12 @@ AUTO_RATIOS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 
 # Below this many batches a progress bar is noise.
 _PROGRESS_MIN_BATCHES = 50
+
+
+#: What ``hot_ratio`` takes: a fraction of the vertices in ``[0, 1]``,
+#: ``"auto"`` (chosen by measurement), or on a heterogeneous graph a dict of
+#: fractions by node type.
+HotRatio = float | Literal["auto"] | dict[str, float]
 
 
 def check_hot_ratio(

@@ -17,7 +17,7 @@ from pyg_orch.hot import (
     hot_features,
     with_feature_dtype,
 )
-from pyg_orch.hotness import HotSet, check_hot_method
+from pyg_orch.hotness import HotRatio, HotSet, check_hot_method
 from pyg_orch.sampling import OrchNeighborSampler
 from pyg_orch.validation import (
     check_heterogeneous,
@@ -97,7 +97,7 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
         data: Any,
         num_neighbors: Any,
         *args: Any,
-        hot_ratio: float | dict[str, float] = 0.0,
+        hot_ratio: HotRatio = 0.0,
         hot_method: str = "presample",
         hot: HotSet | Tensor | None = None,
         presample_epochs: int = 1,
@@ -108,6 +108,7 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
         data = with_feature_dtype(data, feature_dtype)
         arguments = _PARAMETERS.bind(self, data, num_neighbors, *args, **kwargs)
         arguments = {**arguments.arguments, **arguments.arguments.get("kwargs", {})}
+        _check_edge_label_index(data, arguments.get("edge_label_index"))
         if arguments.get("neighbor_sampler") is None:
             kwargs["neighbor_sampler"] = OrchNeighborSampler.for_loader(
                 data, num_neighbors, arguments
@@ -140,6 +141,17 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
         batch = super().filter_fn(out)
         self._hot_vertices.annotate(batch)
         return batch
+
+
+def _check_edge_label_index(data: Any, edge_label_index: Any) -> None:
+    # PyG asserts this without a message: a heterogeneous graph's seed edges
+    # must name their edge type.
+    if isinstance(data, HeteroData) and edge_label_index is None:
+        raise ValueError(
+            f"edge_label_index must name the edge type of the seed edges on a "
+            f"HeteroData graph: an edge type such as {data.edge_types[0]!r} "
+            f"(all its edges), or (edge_type, edge_index) for some of them"
+        )
 
 
 def _check_hot_arguments(

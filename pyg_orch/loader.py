@@ -38,7 +38,7 @@ from pyg_orch.hot import (
     hot_features,
     with_feature_dtype,
 )
-from pyg_orch.hotness import AUTO_RATIOS, HotRatioTuning, HotSet
+from pyg_orch.hotness import AUTO_RATIOS, HotRatio, HotRatioTuning, HotSet
 from pyg_orch.producer import BatchProducer
 from pyg_orch.sampling import OrchNeighborSampler
 from pyg_orch.stats import STATS_HISTORY as STATS_HISTORY
@@ -158,7 +158,7 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
         self,
         data: Any,
         num_neighbors: Any,
-        hot_ratio: float = 0.0,
+        hot_ratio: HotRatio = 0.0,
         hot_method: str = "presample",
         hot: HotSet | Tensor | None = None,
         presample_epochs: int = 1,

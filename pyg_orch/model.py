@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+from torch_geometric.data import Data, HeteroData
 from torch_geometric.nn import GCNConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models.basic_gnn import BasicGNN
@@ -476,20 +476,42 @@ class OrchModel(torch.nn.Module):
         """The dtype of the wrapped model's parameters, which it computes in."""
         return next(self.model.parameters()).dtype
 
-    def forward(self, batch: Data) -> Tensor:
+    def forward(self, batch: Data | HeteroData, *args: Any, **kwargs: Any) -> Tensor:
         """Predictions (or embeddings) for the seed nodes of ``batch``.
+
+        Called as ``model(batch)`` with the whole mini-batch, where the plain
+        model is called as ``model(batch.x, batch.edge_index)``: it reads the
+        per-hop counts, the hot values and the edge values from the batch.
 
         Args:
             batch: a mini-batch of :class:`~pyg_orch.OrchNeighborLoader` or
                 :class:`~pyg_orch.OrchLinkNeighborLoader` (directional
                 sampling, so it has per-hop counts), on any device.
+            *args: refused: a plain PyG call's other arguments.
+            **kwargs: refused, as ``args``.
 
         Returns:
             ``[batch.batch_size, out_channels]`` for node batches; for link
             batches the rows of the seed nodes, which ``edge_label_index``
             indexes. On a heterogeneous graph: the seed type's rows, or for
             link batches a dict of each seed type's rows.
+
+        Raises:
+            TypeError: called as the plain model is, with features and edges.
         """
+        if args or kwargs or not isinstance(batch, Data | HeteroData):
+            got = ", ".join(
+                [type(batch).__name__]
+                + [type(arg).__name__ for arg in args]
+                + [f"{key}=..." for key in kwargs]
+            )
+            raise TypeError(
+                f"OrchModel takes the whole mini-batch: call model(batch) with a "
+                f"batch of the loader (it reads x, edge_index, the per-hop counts "
+                f"and the hot values from it), not model(batch.x, "
+                f"batch.edge_index) as the plain model; got model({got}). For "
+                f"the whole graph, call model.inference(data)"
+            )
         autocast = PRECISIONS[self.precision]
         if autocast is None:
             return self._forward(batch)

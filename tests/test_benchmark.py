@@ -1,5 +1,6 @@
 """The benchmarks run end to end on tiny settings and print their tables."""
 
+import argparse
 import importlib.util
 import os
 import sys
@@ -20,7 +21,53 @@ def test_sampler_benchmark_prints_a_row_per_sampler(capsys):
     milliseconds, per_second = map(float, numba_row.split()[2:4])
     assert milliseconds > 0 and abs(per_second * milliseconds / 1000 - 1) < 0.02
     if importlib.util.find_spec("torch_sparse") is None:
-        assert "torch-sparse: not installed, so not measured (no ratio)." in lines
+        missing = next(line for line in lines if line.startswith("torch-sparse:"))
+        assert "not installed, so not measured and no ratio" in missing
+        assert 'pip install -e ".[torch-sparse]"' in missing
+
+
+def test_every_option_of_every_benchmark_takes_both_spellings():
+    from pyg_orch.benchmark.__main__ import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.choices and "sampler" in a.choices)
+    for name, command in commands.choices.items():
+        for action in command._actions:
+            long = [o for o in action.option_strings if o.startswith("--")]
+            if not long or action.nargs == 0 or action.dest == "help":
+                continue
+            value = _a_value(action)
+            spaced = parser.parse_args([name, long[0], *value])
+            joined = parser.parse_args([name, f"{long[0]}={value[0]}", *value[1:]])
+            assert getattr(spaced, action.dest) == getattr(joined, action.dest), (
+                name, long[0])
+
+
+def _a_value(action):
+    # A valid value for the option: a choice, its default, or a number.
+    if action.choices:
+        return [str(next(iter(action.choices)))]
+    default = action.default
+    if isinstance(default, list | tuple):
+        default = default[0] if default else None
+    for value in (default, 2, "out"):
+        try:
+            if value is not None and action.type is not None:
+                action.type(str(value))
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            continue
+        if value is not None:
+            return [str(value)]
+    raise AssertionError(f"no value found for {action.option_strings}")
+
+
+def test_save_with_an_equals_sign_saves_the_command_without_it(tmp_path, monkeypatch):
+    from pyg_orch.benchmark import sampler
+
+    monkeypatch.setattr(sampler, "run", lambda args: print("table"))
+    assert main(["sampler", f"--save={tmp_path}", "--batches", "3"]) == 0
+    saved = (tmp_path / "sampler.txt").read_text().splitlines()
+    assert saved == ["$ python -m pyg_orch.benchmark sampler --batches 3", "table"]
 
 
 def test_hetero_sampler_benchmark_compares_per_sampled_edge(capsys):

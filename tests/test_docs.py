@@ -258,3 +258,10 @@ def test_the_readme_starts_with_its_two_commands_and_ci_runs_the_second():
     assert 'addopts = "--doctest-modules -m \\"not slow\\"' in pyproject
     assert re.search(r"`pytest` takes about \d+ min", readme)
     assert re.search(r"`pytest -m slow`[^.]*about \d+ min", readme)
+
+
+def test_the_package_is_marked_typed_and_installs_the_marker():
+    assert (ROOT / "pyg_orch" / "py.typed").is_file()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"py.typed"' in pyproject.split("[tool.setuptools.package-data]")[1]
+    assert "mypy --follow-imports=silent" in (ROOT / ".ci" / "run").read_text()

@@ -127,3 +127,18 @@ def test_inference_rebuilds_its_graph_only_for_a_new_graph(cora):
     for data in (cora, flipped, cora):
         expected = model(data.x, data.edge_index)
         assert torch.allclose(orch.inference(data), expected, atol=1e-4)
+
+
+def test_the_plain_call_is_refused_naming_the_wrapped_call(cora):
+    loader = OrchNeighborLoader(cora, [5, 5], batch_size=16)
+    model = OrchModel(GraphSAGE(cora.num_features, 8, num_layers=2), loader)
+    batch = next(iter(loader))
+    for call in (
+        lambda: model(batch.x, batch.edge_index),
+        lambda: model(batch, edge_weight=None),
+        lambda: model(batch.x),
+        lambda: model({"paper": batch.x}, {}),
+    ):
+        with pytest.raises(TypeError, match=r"call model\(batch\).*model\.inference"):
+            call()
+    assert model(batch).shape == (16, 8)

@@ -319,6 +319,9 @@ BAD_INPUTS = [
     case("weight_attr negative, link loader", lambda: OrchLinkNeighborLoader(
              graph(w=weights(3, -1.0)), [5], batch_size=8, weight_attr="w"),
          ValueError, "weight_attr", r"edge 3 has weight -1.0"),
+    case("edge_label_index left out on HeteroData", lambda: OrchLinkNeighborLoader(
+             hetero(), [2], batch_size=2), ValueError, "edge_label_index",
+         r"name the edge type .* such as \('a', 'to', 'a'\)"),
     # OrchModel.
     case("model layers != num_neighbors", lambda: OrchModel(SAGE, loader()),
          ValueError, "num_neighbors", r"num_neighbors=\[5, 5\] samples 2 hops, but "

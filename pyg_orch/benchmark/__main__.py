@@ -62,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
             type=Path,
             default=None,
             metavar="FOLDER",
-            help="also write the table (NAME.txt) and its chart (NAME.png) here "
+            help="also write the printed table here, as NAME.txt, and the "
+            "chart of the benchmarks that draw one as NAME.png "
             "(default: print only)",
         )
     return parser
@@ -87,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         BENCHMARKS[args.benchmark].run(args)
         return 0
     args.save.mkdir(parents=True, exist_ok=True)
-    at = argv.index("--save")
-    shown = argv[:at] + argv[at + 2 :]
+    shown = without_save(argv)
     module = BENCHMARKS[args.benchmark]
     # A variant of a benchmark (sampler --hetero) saves under its own name.
     name = module.saved_name(args) if hasattr(module, "saved_name") else args.benchmark
@@ -99,6 +99,26 @@ def main(argv: list[str] | None = None) -> int:
     if chart is not None:
         chart.save(args.save / f"{name}.png")
     return 0
+
+
+def without_save(argv: list[str]) -> list[str]:
+    """``argv`` less its ``--save FOLDER`` (or ``--save=FOLDER``): the command saved.
+
+    Example:
+        >>> without_save(["sampler", "--save=out", "--batches", "5"])
+        ['sampler', '--batches', '5']
+        >>> without_save(["sampler", "--save", "out"])
+        ['sampler']
+    """
+    shown, skip = [], False
+    for token in argv:
+        if skip or token.startswith("--save="):
+            skip = False
+            continue
+        skip = token == "--save"
+        if not skip:
+            shown.append(token)
+    return shown
 
 
 class _Tee:

@@ -6,6 +6,11 @@ takes about half a minute on 2 CPU cores. With ``--hetero``, on an
 ogbn-mag-shaped heterogeneous graph instead (seed papers), against
 torch-sparse's heterogeneous sampler and pyg_orch's own homogeneous sampler
 on the same edges (``to_homogeneous()``); its full size takes a few minutes.
+
+PyG itself has no sampler of its own: it needs pyg-lib (not on PyPI) or
+torch-sparse, so a default install has nothing to compare against and the
+table says so. ``pip install -e ".[torch-sparse]"`` adds torch-sparse (built
+from source: about 11 minutes, and it needs torch-scatter to import).
 """
 
 from __future__ import annotations
@@ -149,7 +154,22 @@ def run(args: argparse.Namespace) -> None:
         print(f"{name:<20}{milliseconds:>10.2f}{1000 / milliseconds:>12.1f}{ratio:>18}")
     for name in ("torch-sparse", "pyg-lib"):
         if name not in results:
-            print(f"{name}: not installed, so not measured (no ratio).")
+            print(_not_installed(name))
+
+
+# What each compiled sampler would need, for the table's closing lines.
+_INSTALL = {
+    "torch-sparse": 'pip install -e ".[torch-sparse]" (built from source, about '
+    "11 minutes; it also needs torch-scatter)",
+    "pyg-lib": "a pyg-lib wheel for this torch from data.pyg.org (not on PyPI)",
+}
+
+
+def _not_installed(name: str) -> str:
+    return (
+        f"{name}: not installed, so not measured and no ratio; PyG samples only "
+        f"with it or pyg-lib. To compare: {_INSTALL[name]}."
+    )
 
 
 def _torch_sparse_hetero(sampler: OrchNeighborSampler) -> Callable | None:
@@ -242,4 +262,4 @@ def _print_hetero_table(results: dict[str, tuple[float, float]]) -> None:
     per_edge = (hetero[0] / hetero[1]) / (homogeneous[0] / homogeneous[1])
     print(f"pyg_orch hetero / homogeneous time per sampled edge: {per_edge:.2f}x")
     if reference is None:
-        print("torch-sparse: not installed, so not measured (no ratio).")
+        print(_not_installed("torch-sparse"))

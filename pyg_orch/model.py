@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import time
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -408,6 +409,29 @@ class OrchModel(torch.nn.Module):
                 f"training steps old",
                 stacklevel=3,
             )
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> Any:
+        """Loads ``state_dict()`` of an ``OrchModel``, or of the plain model.
+
+        An ``OrchModel``'s keys start with ``model.`` (the wrapped model is its
+        ``model``); a checkpoint of the plain PyG model, whose keys do not, is
+        loaded into the wrapped model. ``orch.model.state_dict()`` gives the
+        plain model's weights, for serving without pyg_orch.
+
+        Example:
+            >>> from torch_geometric.nn import GraphSAGE
+            >>> plain = GraphSAGE(4, 8, num_layers=2)
+            >>> orch = OrchModel(GraphSAGE(4, 8, num_layers=2))
+            >>> orch.load_state_dict(plain.state_dict())
+            <All keys matched successfully>
+            >>> GraphSAGE(4, 8, num_layers=2).load_state_dict(orch.model.state_dict())
+            <All keys matched successfully>
+        """
+        if state_dict and not any(key.startswith("model.") for key in state_dict):
+            return self.model.load_state_dict(state_dict, strict, assign)
+        return super().load_state_dict(state_dict, strict, assign)
 
     def _hot_kind(self, edge_names: list[str], embedding: bool) -> str:
         # The hot values the bottom layer needs when it reads `edge_names`:

@@ -5,12 +5,15 @@ import math
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
+from torch_geometric.nn import GraphSAGE
 
 from pyg_orch import OrchModel
 from pyg_orch.cli import build_parser, main
+from pyg_orch.datasets import load_cora
 from pyg_orch.train import (
     TrainConfig,
     accuracy,
@@ -28,17 +31,17 @@ SMALL = {
     "hidden_channels": 32,
     "epochs": 2,
 }
-# The result table's header and a row: run, s/epoch train, s eval total,
-# best val (epoch), test.
+# The result table's header and a row: run, s/epoch train, s 1st epoch,
+# s eval total, best val (epoch), test.
 TABLE_HEADER = re.compile(
-    r"^run +s/epoch train +s eval total +best val \(epoch\) +test$", re.M
+    r"^run +s/epoch train +s 1st epoch +s eval total +best val \(epoch\) +test$",
+    re.M,
 )
 
 
 def _row(name: str) -> str:
-    return (
-        rf"^{name} +\d+\.\d{{3}} +\d+\.\d{{2}} +[01]\.\d{{4}} \(\d+\) +[01]\.\d{{4}}$"
-    )
+    seconds = r"\d+\.\d{3} +\d+\.\d{3} +\d+\.\d{2}"
+    return rf"^{name} +{seconds} +[01]\.\d{{4}} \(\d+\) +[01]\.\d{{4}}$"
 
 
 def test_cli_train_prints_accuracy(capsys):
@@ -272,3 +275,41 @@ def test_gcn_with_hot_vertices_is_refused_by_name(capsys):
     argv = ["train", "--epochs", "1", "--no-progress", "--hot-ratio", "0.2"]
     assert main([*argv, "--model", "gcn"]) != 0
     assert "--hot-ratio 0 with gcn" in capsys.readouterr().err
+
+
+def test_cli_saves_the_best_epochs_weights_for_the_plain_model(capsys, tmp_path):
+    path = tmp_path / "sage.pt"
+    argv = ["train", "--epochs", "2", "--no-progress", "--num-neighbors", "5", "5"]
+    argv += ["--hidden-channels", "16", "--save-model", str(path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "the first epoch compiles pyg_orch's Numba kernels" in out
+    epoch = int(re.search(r"GraphSAGE weights of epoch (\d) \(best", out)[1])
+    best_test = float(re.search(r"^test accuracy: ([\d.]+)$", out, re.M)[1])
+    # A plain PyG model takes the weights and scores what the run reported.
+    data = load_cora()
+    model = GraphSAGE(data.num_features, 16, num_layers=2, out_channels=7)
+    model.load_state_dict(torch.load(path))
+    model.eval()
+    with torch.no_grad():
+        prediction = model(data.x, data.edge_index).argmax(1)
+    accuracy = (prediction == data.y)[data.test_mask].float().mean()
+    assert 1 <= epoch <= 2
+    assert float(accuracy) == pytest.approx(best_test, abs=1e-4)
+
+
+def test_seconds_per_epoch_leave_the_first_epoch_out(monkeypatch):
+    # An epoch that takes 0.5 s the first time (as compiling kernels does)
+    # and 0.01 s after.
+    import pyg_orch.train
+
+    durations = iter([0.5, 0.01, 0.01])
+
+    def epoch(*args):
+        time.sleep(next(durations))
+        return 0.0
+
+    monkeypatch.setattr(pyg_orch.train, "train_epoch", epoch)
+    result = train(TrainConfig(**{**SMALL, "epochs": 3}), progress=False)
+    assert result.first_epoch_seconds >= 0.5
+    assert 0.01 <= result.seconds_per_epoch < 0.1

@@ -142,8 +142,9 @@ def _run_train(args: argparse.Namespace) -> int:
     print(_header(config, data, device), flush=True)
     print(_FIRST_EPOCH, flush=True)
     result = train(config, progress=args.progress, data=data)
-    if config.hot_ratio == "auto":
-        print(f"hot ratio auto -> {result.hot_ratio:g} chosen", flush=True)
+    if result.tuning is not None:
+        print(f"hot ratio auto -> {result.hot_ratio:g} chosen from:", flush=True)
+        print(result.tuning.table(), flush=True)
     rows = [(_run_name(config, result), result)]
     if args.compare:
         # The same run, seed and data without hot vertices, for comparison.

@@ -25,6 +25,7 @@ from pyg_orch.cache import AGGREGATIONS, HotCache, hot_row_bytes
 from pyg_orch.checkpoint import check_saved_weights
 from pyg_orch.hotness import (
     AUTO_RATIOS,
+    AUTO_ROUNDS,
     HotRatio,
     HotRatioTuning,
     HotSet,
@@ -33,6 +34,7 @@ from pyg_orch.hotness import (
     check_type_ratios,
     choose_hot_ratio,
     frontier_size,
+    median_seconds,
     select_hot,
     top_by_type,
 )
@@ -638,17 +640,20 @@ class HotVertices:
             ...          batches=1, overlap=True).chosen
             0.1
         """
-        cpu, device = [], []
         # A discarded round first: one-off costs (kernel compilation, lazy
         # initialisation, allocator growth) would otherwise land on the first.
         measure(1)
-        for ratio in ratios:
-            self.use(self._top(ratio))
-            if self.cache is not None:
-                serve()
-            cpu_seconds, device_seconds = measure(batches)
-            cpu.append(cpu_seconds)
-            device.append(device_seconds)
+        # Rounds visit every candidate in turn, so that a slow spell of a
+        # shared machine spreads over all of them; medians over rounds.
+        rounds: list[list[tuple[float, float]]] = [[] for _ in ratios]
+        for _ in range(AUTO_ROUNDS):
+            for measured, ratio in zip(rounds, ratios, strict=True):
+                self.use(self._top(ratio))
+                if self.cache is not None:
+                    serve()
+                measured.append(measure(batches))
+        cpu = [median_seconds([c for c, _ in measured]) for measured in rounds]
+        device = [median_seconds([d for _, d in measured]) for measured in rounds]
         chosen = choose_hot_ratio(list(ratios), cpu, device, overlap)
         self.use(self._top(chosen))
         if self.cache is not None:

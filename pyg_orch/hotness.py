@@ -402,7 +402,8 @@ class HotRatioTuning:
     Attributes:
         ratios: the candidate hot ratios.
         cpu_seconds: median CPU time per batch (sample, gather, copy, and the
-            share of a hot refresh) at each ratio.
+            share of a hot refresh) at each ratio, over
+            :data:`AUTO_ROUNDS` rounds.
         device_seconds: median device time per batch (forward and backward).
         overlap: whether the CPU work runs beside the device's (a pipeline).
         chosen: the chosen ratio.
@@ -411,10 +412,11 @@ class HotRatioTuning:
         >>> tuning = HotRatioTuning([0.0, 0.1], [0.03, 0.01], [0.02, 0.02],
         ...                         overlap=True, chosen=0.1)
         >>> print(tuning.table())
-        hot_ratio  cpu ms  device ms
-        0            30.0       20.0
-        0.1 *        10.0       20.0
-    """
+        hot_ratio  cpu ms  device ms  batch ms
+        0            30.0       20.0      30.0
+        0.1 *        10.0       20.0      20.0
+        batch = max(cpu, device), medians of 3 rounds; a larger ratio is chosen only 5% cheaper than the best smaller one
+    """  # noqa: E501 - a doctest's output is one line
 
     ratios: list[float]
     cpu_seconds: list[float]
@@ -424,13 +426,32 @@ class HotRatioTuning:
 
     def table(self) -> str:
         """The measurements, one line per ratio, the chosen one starred."""
-        lines = [f"{'hot_ratio':<9}{'cpu ms':>8}{'device ms':>11}"]
+        cost = "max(cpu, device)" if self.overlap else "cpu + device"
+        lines = [f"{'hot_ratio':<9}{'cpu ms':>8}{'device ms':>11}{'batch ms':>10}"]
         for ratio, cpu, device in zip(
             self.ratios, self.cpu_seconds, self.device_seconds, strict=True
         ):
             name = f"{ratio:g}" + (" *" if ratio == self.chosen else "")
-            lines.append(f"{name:<9}{1000 * cpu:>8.1f}{1000 * device:>11.1f}")
+            batch = max(cpu, device) if self.overlap else cpu + device
+            lines.append(
+                f"{name:<9}{1000 * cpu:>8.1f}{1000 * device:>11.1f}"
+                f"{1000 * batch:>10.1f}"
+            )
+        lines.append(
+            f"batch = {cost}, medians of {AUTO_ROUNDS} rounds; a larger ratio "
+            f"is chosen only {AUTO_MARGIN:.0%} cheaper than the best smaller one"
+        )
         return "\n".join(lines)
+
+
+#: How much cheaper per batch (a fraction) a larger hot ratio must measure
+#: than the best smaller one to be chosen by ``hot_ratio="auto"``; below it,
+#: the difference is within a shared machine's noise and the smaller ratio,
+#: which costs less memory and setup, stays.
+AUTO_MARGIN = 0.05
+#: Rounds of measurements per candidate; each round visits every candidate,
+#: and a candidate's time is the median over rounds.
+AUTO_ROUNDS = 3
 
 
 def choose_hot_ratio(
@@ -438,28 +459,33 @@ def choose_hot_ratio(
     cpu_seconds: list[float],
     device_seconds: list[float],
     overlap: bool = True,
+    margin: float = AUTO_MARGIN,
 ) -> float:
-    """The ratio that hides the CPU work under the device work.
+    """The ratio with the cheapest batch, larger ones only by a clear margin.
 
-    With ``overlap`` (a pipeline runs CPU and device work at once), the
-    smallest ratio whose CPU time per batch is at most its device time; if
-    none is, the one with the shortest ``max(cpu, device)``. Without overlap,
-    the one with the shortest ``cpu + device``. Smaller ratios win ties: they
-    cost less memory and setup.
+    A batch costs ``max(cpu, device)`` with ``overlap`` (a pipeline runs the
+    CPU and the device work at once, so the CPU work that fits under the
+    device's is free) and ``cpu + device`` without. Walking up from the
+    smallest ratio, a larger one is chosen only where it costs at least
+    ``margin`` (a fraction, :data:`AUTO_MARGIN`) less than the choice so far.
 
     Example:
         >>> choose_hot_ratio([0.0, 0.1, 0.2], [3.0, 2.0, 1.0], [2.0, 2.0, 2.0])
         0.1
+        >>> choose_hot_ratio([0.0, 0.1], [0.203, 0.2029], [0.0, 0.0])
+        0.0
     """
     if not ratios:
         raise ValueError("choose_hot_ratio needs at least one candidate")
-    times = list(zip(ratios, cpu_seconds, device_seconds, strict=True))
-    if overlap:
-        for ratio, cpu, device in times:
-            if cpu <= device:
-                return ratio
-    cost = [max(c, d) if overlap else c + d for _, c, d in times]
-    return ratios[cost.index(min(cost))]
+    costs = [
+        max(cpu, device) if overlap else cpu + device
+        for cpu, device in zip(cpu_seconds, device_seconds, strict=True)
+    ]
+    chosen = 0
+    for index in range(1, len(ratios)):
+        if costs[index] < costs[chosen] * (1 - margin):
+            chosen = index
+    return ratios[chosen]
 
 
 def median_seconds(seconds: list[float]) -> float:

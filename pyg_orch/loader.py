@@ -274,8 +274,10 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
         For each candidate ratio it builds the hot cache, then times the CPU
         side (sampling, gathering, copying, and the per-batch share of a hot
         refresh) and the device side (a forward and backward pass, no update)
-        on the same ``batches`` batches after a warm-up one, and keeps the
-        choice of :func:`~pyg_orch.hotness.choose_hot_ratio`. Called by
+        on the same ``batches`` batches after a warm-up one, in
+        :data:`~pyg_orch.hotness.AUTO_ROUNDS` rounds that each visit every
+        candidate, and keeps the choice of
+        :func:`~pyg_orch.hotness.choose_hot_ratio` on the medians. Called by
         :class:`~pyg_orch.OrchModel`; the result is kept in ``loader.tuning``.
 
         Args:

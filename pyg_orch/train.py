@@ -29,7 +29,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from tqdm.auto import tqdm
 
 from pyg_orch.cache import CACHE_MODES
-from pyg_orch.hotness import check_hot_method, check_hot_ratio
+from pyg_orch.hotness import HotRatioTuning, check_hot_method, check_hot_ratio
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.model import PRECISIONS, OrchModel
 from pyg_orch.validation import check_device_cache, check_num_workers
@@ -307,6 +307,8 @@ class TrainResult:
         hot_ratio: the hot ratio trained with (for ``"auto"``: the one chosen).
         best_state: the wrapped PyG model's ``state_dict()`` (its own keys,
             on the CPU) at the evaluation with ``best_val_acc``.
+        tuning: for ``hot_ratio="auto"``, what decided the ratio
+            (:class:`~pyg_orch.hotness.HotRatioTuning`).
 
     Example:
         >>> result = TrainResult(best_val_acc=0.8, test_acc=0.81, best_epoch=3,
@@ -328,6 +330,7 @@ class TrainResult:
     hot_ratio: float = 0.0
     first_epoch_seconds: float = 0.0
     best_state: dict[str, Tensor] | None = None
+    tuning: HotRatioTuning | None = None
 
 
 def resolve_device(device: str) -> torch.device:
@@ -654,6 +657,7 @@ def train(
         model = OrchModel(model, train_loader, precision=config.precision)
         result = _fit(config, model, optimizer, train_loader, data, progress)
     result.hot_ratio = float(train_loader.hot_ratio)
+    result.tuning = train_loader.tuning
     return result
 
 

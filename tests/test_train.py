@@ -65,8 +65,11 @@ def test_cli_hot_ratio_auto_prints_the_chosen_ratio(capsys):
     out = capsys.readouterr().out
     assert "hot ratio auto (presample, cache resample)" in out
     assert "device: cpu, prefetch 2 batches" in out
-    chosen = re.search(r"^hot ratio auto -> ([\d.]+) chosen$", out, re.M)
+    chosen = re.search(r"^hot ratio auto -> ([\d.]+) chosen from:$", out, re.M)
     assert chosen is not None, out
+    # The table that decided, the chosen ratio starred, and the rule.
+    assert re.search(rf"^{chosen[1]} \* +[\d.]+ +[\d.]+ +[\d.]+$", out, re.M), out
+    assert "medians of 3 rounds" in out
     assert re.search(_row(rf"hot ratio {chosen[1]} \(auto\)"), out, re.M), out
 
 

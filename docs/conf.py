@@ -37,6 +37,8 @@ exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints"]
 html_theme = "furo"
 html_title = f"pyg_orch {release}"
 html_static_path = ["_static"]
+# Benchmark outputs wrap within the page (docs/_static/wide_blocks.css).
+html_css_files = ["wide_blocks.css"]
 
 # Google-style docstrings, as PyG's.
 napoleon_google_docstring = True

@@ -2,17 +2,40 @@
 
 Follows NeutronOrch (PVLDB 2024): frequently sampled ("hot") vertices get their
 bottom-layer aggregation from the CPU while the device trains the rest.
+
+The public names load on first use, so that ``pyg-orch --help`` and its
+argument checks answer before torch and PyG are imported.
 """
 
-from pyg_orch.cache import FeatureCache, HotCache
-from pyg_orch.hotness import HotSet, select_hot
-from pyg_orch.link_loader import OrchLinkNeighborLoader
-from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import OrchModel
-from pyg_orch.pipeline import HotRefresher, Pipeline
-from pyg_orch.sampling import OrchNeighborSampler
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyg_orch.cache import FeatureCache, HotCache
+    from pyg_orch.hotness import HotSet, select_hot
+    from pyg_orch.link_loader import OrchLinkNeighborLoader
+    from pyg_orch.loader import OrchNeighborLoader
+    from pyg_orch.model import OrchModel
+    from pyg_orch.pipeline import HotRefresher, Pipeline
+    from pyg_orch.sampling import OrchNeighborSampler
 
 __version__ = "0.1.0.dev0"
+
+# Each public name and the module that defines it.
+_EXPORTS = {
+    "FeatureCache": "pyg_orch.cache",
+    "HotCache": "pyg_orch.cache",
+    "HotRefresher": "pyg_orch.pipeline",
+    "HotSet": "pyg_orch.hotness",
+    "OrchLinkNeighborLoader": "pyg_orch.link_loader",
+    "OrchModel": "pyg_orch.model",
+    "OrchNeighborLoader": "pyg_orch.loader",
+    "OrchNeighborSampler": "pyg_orch.sampling",
+    "Pipeline": "pyg_orch.pipeline",
+    "select_hot": "pyg_orch.hotness",
+}
 
 __all__ = [
     "FeatureCache",
@@ -27,3 +50,15 @@ __all__ = [
     "__version__",
     "select_hot",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pyg_orch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # the next lookup finds it without this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

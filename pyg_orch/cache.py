@@ -24,7 +24,7 @@ from pyg_orch.kernels import aggregate as kernels
 from pyg_orch.kernels.sample import sample_homogeneous
 from pyg_orch.sampling import node_map
 
-#: The aggregations the cache computes: of raw features, or (``weighted_``)
+#: The aggregations the cache computes, of raw features or (``weighted_``)
 #: of raw features times the graph's ``edge_weight``, as ``GraphConv`` with
 #: an ``edge_weight`` aggregates.
 AGGREGATIONS = (
@@ -60,7 +60,7 @@ class HotCache:
     (float32's range), and in float32 for ``float16`` features, whose range
     ends at 65504, which the sum over a hub's neighbours easily passes; and
     in float32 whenever narrowing would turn a finite value infinite (see
-    :func:`hot_value_dtype`).
+    :func:`~pyg_orch.cache.hot_value_dtype`).
 
     Args:
         colptr: CSC column pointers of the graph, ``int64[num_nodes + 1]``.

@@ -24,27 +24,17 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Callable
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from pyg_orch import __version__
-from pyg_orch.options import (
-    add_execution_options,
-    add_hot_options,
-    add_option,
-    add_training_options,
-    config_from_args,
-)
-from pyg_orch.train import (
-    MODELS,
-    TrainConfig,
-    TrainResult,
-    load_data,
-    pipeline_arguments,
-    resolve_device,
-    train,
-)
+from pyg_orch.dataset_names import dataset_kind
+
+# torch, PyG and the training code load when a command runs (or its parser is
+# built), not before: a misspelt --dataset is reported at once.
+if TYPE_CHECKING:
+    import torch
+
+    from pyg_orch.train import TrainConfig, TrainResult
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -52,6 +42,14 @@ PROG = "pyg-orch"
 
 
 def _add_train_options(parser: argparse.ArgumentParser) -> None:
+    from pyg_orch.options import (
+        add_execution_options,
+        add_hot_options,
+        add_option,
+        add_training_options,
+    )
+    from pyg_orch.train import TrainConfig
+
     defaults = TrainConfig()
     data = parser.add_argument_group("data")
     add_option(data, "dataset", defaults.dataset)
@@ -88,6 +86,8 @@ def _ratio(hot_ratio: float | str) -> str:
 
 
 def _header(config: TrainConfig, data: Any, device: torch.device) -> str:
+    from pyg_orch.train import MODELS, pipeline_arguments
+
     splits = "/".join(
         str(int(data[key].sum())) for key in ("train_mask", "val_mask", "test_mask")
     )
@@ -133,6 +133,11 @@ def _table(rows: list[tuple[str, TrainResult]]) -> str:
 
 
 def _run_train(args: argparse.Namespace) -> int:
+    import torch
+
+    from pyg_orch.options import config_from_args
+    from pyg_orch.train import MODELS, load_data, resolve_device, train
+
     try:
         config = config_from_args(args)
         device = resolve_device(config.device)
@@ -220,8 +225,22 @@ def main(argv: list[str] | None = None) -> int:
         >>> main(["train", "--epochs", "2", "--no-progress"])  # doctest: +SKIP
         0
     """
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        _check_dataset_early(argv)
+    except (ValueError, FileNotFoundError) as error:
+        return _fail(argv[0], error)
     args = build_parser().parse_args(argv)
     return args.run(args)
+
+
+def _check_dataset_early(argv: list[str]) -> None:
+    # Before torch and PyG load (seconds): the name of --dataset, if given.
+    for index, token in enumerate(argv):
+        if token.startswith("--dataset="):
+            dataset_kind(token.split("=", 1)[1])
+        elif token == "--dataset" and index + 1 < len(argv):
+            dataset_kind(argv[index + 1])
 
 
 def _fail(command: str, error: Exception) -> int:

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
+from pyg_orch.dataset_names import PLANETOID_NAMES, dataset_kind
 from pyg_orch.kernels.power_law import (
     alias_table,
     count_rows,
@@ -50,8 +51,6 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 
-_PLANETOID_NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
-_SYNTHETIC_NAMES = ("power-law", "synthetic")
 _SYNTHETIC_NUM_NODES = 100_000
 _NPZ_LAYOUT = (
     "expected an .npz with 'edge_index' int64 [2, E], 'y' int64 [N] and either "
@@ -247,11 +246,11 @@ def load_planetoid(name: str, root: PathLike | None = None) -> Data:
         >>> data.num_nodes  # doctest: +SKIP
         3327
     """
-    canonical = _PLANETOID_NAMES.get(name.lower())
+    canonical = PLANETOID_NAMES.get(name.lower())
     if canonical is None:
         raise ValueError(
             f"unknown Planetoid dataset {name!r}; expected one of "
-            f"{sorted(_PLANETOID_NAMES.values())}"
+            f"{sorted(PLANETOID_NAMES.values())}"
         )
     if canonical == "Cora":
         return load_cora(root)
@@ -1082,25 +1081,21 @@ def load_dataset(name: str, root: PathLike | None = None, seed: int = 0) -> Data
         ``Data`` with ``x``, ``y``, ``edge_index`` and the three split masks.
 
     Raises:
-        ValueError: For an unknown name.
-        FileNotFoundError: If a dataset to download cannot be downloaded; the
-            message says which files to put where.
+        ValueError: For an unknown name (see
+            :func:`~pyg_orch.dataset_names.dataset_kind`).
+        FileNotFoundError: If an ``.npz`` path is not a file, or a dataset
+            to download cannot be downloaded; the message says which files
+            to put where.
 
     Example:
         >>> load_dataset("Cora").num_nodes
         2708
     """
-    key = name.lower()
-    if key.endswith(".npz"):
+    kind = dataset_kind(name)
+    if kind == "npz":
         return load_npz(name, seed=seed)
-    if key in _PLANETOID_NAMES:
-        return load_planetoid(key, root)
-    if key.startswith("ogbn-"):
+    if kind == "planetoid":
+        return load_planetoid(name.lower(), root)
+    if kind == "ogb":
         return load_ogb(name, root)
-    if key in _SYNTHETIC_NAMES:
-        return power_law_graph(_SYNTHETIC_NUM_NODES, seed=seed)
-    raise ValueError(
-        f"unknown dataset {name!r}; expected one of: cora, citeseer, pubmed, "
-        "power-law, synthetic, an ogbn-* name (e.g. ogbn-arxiv) or a path to an "
-        ".npz file"
-    )
+    return power_law_graph(_SYNTHETIC_NUM_NODES, seed=seed)

@@ -316,3 +316,32 @@ def test_seconds_per_epoch_leave_the_first_epoch_out(monkeypatch):
     result = train(TrainConfig(**{**SMALL, "epochs": 3}), progress=False)
     assert result.first_epoch_seconds >= 0.5
     assert 0.01 <= result.seconds_per_epoch < 0.1
+
+
+@pytest.mark.parametrize(
+    ("dataset", "message"),
+    [("coraa", "unknown dataset 'coraa'"), ("missing.npz", "does not exist")],
+)
+def test_a_bad_dataset_is_reported_before_torch_is_imported(dataset, message):
+    # The check runs before torch and PyG load (seconds of imports).
+    script = (
+        "import sys\n"
+        "from pyg_orch.cli import main\n"
+        f"status = main(['train', '--dataset', {dataset!r}])\n"
+        "print(status, 'torch' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.stdout.split() == ["2", "False"], result.stderr
+    assert message in result.stderr
+
+
+def test_the_package_exports_load_on_first_use():
+    import pyg_orch
+
+    assert set(pyg_orch.__all__) == {*pyg_orch._EXPORTS, "__version__"}
+    for name in pyg_orch._EXPORTS:
+        assert getattr(pyg_orch, name).__name__ == name
+    with pytest.raises(AttributeError, match="no attribute 'Missing'"):
+        pyg_orch.Missing  # noqa: B018

@@ -393,6 +393,13 @@ class OrchModel(torch.nn.Module):
         embedding = self.kinds[0] is None or cache.mode == "embedding"
         edge_names = [name for name in self.edge_inputs if name in loader.data]
         kind = self._hot_kind(edge_names, embedding)
+        if "edge_weight" in edge_names and loader.data.edge_weight.requires_grad:
+            raise NotImplementedError(
+                "the graph's edge_weight requires grad, but the hot values are "
+                "aggregated with it once, as constants: the weights of hot "
+                "vertices' edges would get no gradient. Use hot_ratio=0 to "
+                "learn edge weights"
+            )
         if not embedding:
             self._bottom_template = None
             self._hot_version = loader.serve(kind)

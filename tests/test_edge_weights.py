@@ -154,3 +154,24 @@ def test_unweighted_hot_values_are_refused_by_a_weighted_model(data):
     weighted = OrchModel(WeightedGraphConvGNN(8, 16, 2, 4))
     with pytest.raises(ValueError, match=r"'sum' aggregates.*needs 'weighted_sum'"):
         weighted(batch)
+
+
+def test_learned_edge_weights_are_refused_with_hot_nodes(data):
+    # Hot values are constants: the weights of hot edges would get no gradient.
+    learned = data.clone()
+    learned.edge_weight = data.edge_weight.clone().requires_grad_()
+    loader = OrchNeighborLoader(learned, [5, 5], batch_size=BATCH, hot_ratio=0.3)
+    model = WeightedGraphConvGNN(8, 16, num_layers=2, out_channels=4)
+    with pytest.raises(NotImplementedError, match=r"requires grad.*hot_ratio=0"):
+        OrchModel(model, loader)
+    # At hot 0 they are learned as in plain PyG.
+    loader = OrchNeighborLoader(learned, [-1, -1], batch_size=BATCH)
+    batch = next(iter(loader))
+    OrchModel(model, loader)(batch).sum().backward()
+    seeds = batch.n_id[:BATCH]
+    grad = learned.edge_weight.grad.clone()
+    learned.edge_weight.grad = None
+    model(learned.x, learned.edge_index, edge_weight=learned.edge_weight)[
+        seeds
+    ].sum().backward()
+    assert_close(grad, learned.edge_weight.grad, atol=1e-5, rtol=1e-4)

@@ -57,6 +57,13 @@ def weights(edge, value):
     return w
 
 
+def weighted_hetero(value):
+    """``hetero()`` with weights ``w``: 1, then ``value``."""
+    data = hetero()
+    data["a", "to", "a"].w = torch.tensor([1.0, value])
+    return data
+
+
 def bad_x(value, row=3):
     x = GRAPH.x.clone()
     x[row, 1] = value
@@ -316,6 +323,10 @@ BAD_INPUTS = [
              weight_attr="w", replace=True, data=graph(w=torch.zeros(EDGES.size(1)))),
          ValueError, "weight_attr", r"in-edges, all of weight 0, but the fan-out 5 "
          r"draws from them by weight with replacement"),
+    case("weight_attr negative, heterogeneous", lambda: OrchNeighborLoader(
+             weighted_hetero(-1.0), [2], input_nodes="a", batch_size=2,
+             weight_attr="w"), ValueError, "weight_attr",
+         r"edge 1 of edge type \('a', 'to', 'a'\) has weight -1.0"),
     case("weight_attr negative, link loader", lambda: OrchLinkNeighborLoader(
              graph(w=weights(3, -1.0)), [5], batch_size=8, weight_attr="w"),
          ValueError, "weight_attr", r"edge 3 has weight -1.0"),

@@ -23,11 +23,21 @@ from torch_geometric.utils import scatter
 from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.kernels.gradient import aggregate_gradient
 
-__all__ = ["HALF_WIDTHS", "aggregate_neighbours", "kernel_array"]
+__all__ = ["HALF_WIDTHS", "aggregate_neighbours", "kernel_array", "sum_dtype"]
 
 #: Feature dtypes stored in half width, whose bits the kernels read.
 HALF_WIDTHS = (torch.bfloat16, torch.float16)
 _BITS = {torch.bfloat16: torch.uint16, torch.float16: torch.int16}
+
+
+def sum_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What the kernels aggregate features of ``dtype`` in: float32 for half widths.
+
+    Example:
+        >>> sum_dtype(torch.bfloat16), sum_dtype(torch.float64)
+        (torch.float32, torch.float64)
+    """
+    return torch.float32 if dtype in HALF_WIDTHS else dtype
 
 
 def kernel_array(tensor: Tensor) -> np.ndarray:
@@ -58,7 +68,7 @@ class _Aggregate(torch.autograd.Function):
         in_kernel = relu and kind != "max"
         x = torch.relu(x) if relu and not in_kernel else x.contiguous()
         # Half-width features are aggregated (and their rows given) in float32.
-        dtype = torch.float32 if x.dtype in HALF_WIDTHS else x.dtype
+        dtype = sum_dtype(x.dtype)
         out = x.new_empty(num_dst, x.size(1), dtype=dtype)
         aggregate(
             rowptr.numpy(), col.numpy(), kernel_array(x.detach()),

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from pyg_orch.aggregation import HALF_WIDTHS, kernel_array
+from pyg_orch.aggregation import HALF_WIDTHS, kernel_array, sum_dtype
 from pyg_orch.hotness import out_degree
 from pyg_orch.kernels import aggregate as kernels
 from pyg_orch.kernels.sample import sample_homogeneous
@@ -204,7 +204,7 @@ class HotCache:
 
     def _sums(self) -> Tensor:
         # The kernels' output: float32 for half-width features.
-        dtype = _sum_dtype(self.x.dtype)
+        dtype = sum_dtype(self.x.dtype)
         return torch.empty(self.num_hot, self.x.size(1), dtype=dtype)
 
     def lookup(self, frontier: Tensor) -> tuple[Tensor, Tensor]:
@@ -276,13 +276,7 @@ class HotCache:
             [[3.0]]
         """
         kind = self._kind(kind)
-        if kind == "gcn" or kind.startswith(_WEIGHTED):
-            raise NotImplementedError(
-                f"cache='resample' serves mean, sum and max aggregations of "
-                f"unweighted edges; {kind!r} (GCN's normalised sum, or a conv "
-                f"given the graph's edge_weight) is exact in cache='static' "
-                f"mode, use that"
-            )
+        check_resampled(kind)
         n_id, (src, dst) = self.sample_neighborhood(self.hot_nodes, fanout, seed)
         # A CSC over the whole graph in which only hot vertices have edges,
         # holding their sampled sources, lets the exact kernel aggregate them.
@@ -329,6 +323,25 @@ class HotCache:
                 rows = rows.float() if rows.dtype in HALF_WIDTHS else rows
                 chunks.append(layer(rows, edge_index)[: nodes.numel()])
         return torch.cat(chunks) if chunks else self.x.new_zeros(0, self.x.size(1))
+
+
+def check_resampled(kind: str) -> None:
+    """Refuses a ``kind`` that ``cache="resample"`` cannot re-sample.
+
+    Raises:
+        NotImplementedError: GCN's normalised sum, or a weighted kind.
+
+    Example:
+        >>> check_resampled("mean")
+    """
+    if kind == "gcn" or kind.startswith(_WEIGHTED):
+        raise NotImplementedError(
+            f"cache='resample' re-samples mean, sum and max aggregations of "
+            f"unweighted edges; {kind!r} (GCN's normalised sum, or a bottom "
+            f"layer that reads the graph's edge_weight) is exact in "
+            f"cache='static' mode: build the loader with cache='static' (or "
+            f"leave cache unset)"
+        )
 
 
 def hot_value_dtype(feature_dtype: torch.dtype) -> torch.dtype:
@@ -388,7 +401,7 @@ def check_hot_values(values: Any, num_hot: int, x: Tensor, name: str) -> None:
         ValueError: values must be a tensor of shape (4, 3) and dtype torch.float32 (4 hot vertices, 3 features), got (2, 3) torch.float32; were they saved for another graph or hot set?
     """  # noqa: E501 - a doctest's output is one line
     shape = (num_hot, x.size(1))
-    dtypes = {hot_value_dtype(x.dtype), _sum_dtype(x.dtype)}
+    dtypes = {hot_value_dtype(x.dtype), sum_dtype(x.dtype)}
     if isinstance(values, Tensor) and values.shape == shape and values.dtype in dtypes:
         return
     got = (
@@ -402,11 +415,6 @@ def check_hot_values(values: Any, num_hot: int, x: Tensor, name: str) -> None:
         f"hot vertices, {x.size(1)} features), got {got}; were they saved for "
         f"another graph or hot set?"
     )
-
-
-def _sum_dtype(feature_dtype: torch.dtype) -> torch.dtype:
-    # What the kernels sum features of feature_dtype in.
-    return torch.float32 if feature_dtype in HALF_WIDTHS else feature_dtype
 
 
 def gather(values: Tensor, slots: Tensor) -> Tensor:

@@ -21,7 +21,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.sampler.base import SubgraphType
 
-from pyg_orch.cache import AGGREGATIONS, HotCache, hot_row_bytes
+from pyg_orch.cache import AGGREGATIONS, HotCache, check_resampled, hot_row_bytes
 from pyg_orch.checkpoint import check_saved_weights
 from pyg_orch.hotness import (
     AUTO_RATIOS,
@@ -417,13 +417,8 @@ class HotVertices:
                     "with another cache mode"
                 )
             cache.mode = "static"  # an earlier model had switched it
-        if cache.mode == "resample" and kind.startswith("weighted_"):
-            raise NotImplementedError(
-                f"cache='resample' re-samples unweighted aggregations, but the "
-                f"bottom layer needs {kind!r} (it reads the graph's "
-                f"edge_weight): build the loader with cache='static' (or leave "
-                f"cache unset), which serves it exactly"
-            )
+        if cache.mode == "resample":
+            check_resampled(kind)  # before a refresher thread would fail on it
         cache.kind, cache.snapshot = kind, None
         if cache.mode == "static":
             # Computed now, not during the first batch: before any worker

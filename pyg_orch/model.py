@@ -8,7 +8,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
@@ -16,7 +15,6 @@ from torch_geometric.nn import GCNConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 from torch_geometric.nn.norm import BatchNorm, DiffGroupNorm, InstanceNorm, LayerNorm
-from torch_geometric.sampler.utils import to_csc
 from tqdm.auto import tqdm
 
 from pyg_orch.aggregation import HALF_WIDTHS, aggregate_neighbours
@@ -32,9 +30,10 @@ from pyg_orch.convs import (
     sort_by_destination,
 )
 from pyg_orch.hetero_layers import HeteroLayers
-from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
+from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.loader import OrchNeighborLoader
 from pyg_orch.validation import check_model_arguments
+from pyg_orch.whole_graph import WholeGraph
 
 #: The ``torch.autocast`` dtype of ``OrchModel``'s forward for each
 #: ``precision`` (``None`` for none), with float32 master weights.
@@ -374,8 +373,7 @@ class OrchModel(torch.nn.Module):
         # The loader serving this model made its embeddings for that version.
         self._hot_version: int | None = None
         self._hot_rows: tuple[Tensor, Tensor] | None = None
-        self._graph_key: tuple[Any, ...] | None = None
-        self._graph: dict[str, tuple] = {}
+        self._whole_graph = WholeGraph()
         for conv in convs:
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
@@ -824,39 +822,21 @@ class OrchModel(torch.nn.Module):
 
     def _numba_inference(self, data: Data, batch_size: int, progress: bool) -> Tensor:
         x = data.x.to(self.dtype).contiguous()
-        graphs = self._whole_graph(data, x.numpy().dtype)
+        weight = data.get("edge_weight") if "edge_weight" in self.edge_inputs else None
         for layer in tqdm(range(self.model.num_layers), disable=not progress):
-            kind = self.kinds[layer]
-            colptr, row, kernel_kind, norm, weight = graphs[kind]
+            colptr, row, kernel_kind, norm, edge_weight = self._whole_graph.arguments(
+                data, self.kinds[layer], weight, x.numpy().dtype
+            )
             chunks = []
             for nodes in torch.arange(data.num_nodes).split(batch_size):
                 agg = torch.empty(nodes.numel(), x.size(1), dtype=x.dtype)
                 aggregate(
                     colptr.numpy(), row.numpy(), x.numpy(), nodes.numpy(),
-                    kernel_kind, agg.numpy(), norm, edge_weight=weight,
+                    kernel_kind, agg.numpy(), norm, edge_weight=edge_weight,
                 )  # fmt: skip
                 chunks.append(self._chunk(layer, x[nodes], agg).cpu())
             x = torch.cat(chunks)
         return x
-
-    def _whole_graph(self, data: Data, dtype: np.dtype) -> dict[str, tuple]:
-        # What aggregate() takes for each kind of the model's layers: the CSC
-        # form of the graph, the kernel's kind, GCN's degrees in the
-        # features' numpy dtype, and the edge weights in CSC order. Built
-        # once: evaluation runs on the same graph every epoch, and building
-        # sorts every edge.
-        weight = data.get("edge_weight") if "edge_weight" in self.edge_inputs else None
-        key = (
-            data.edge_index.data_ptr(), data.num_edges, data.num_nodes, dtype,
-            None if weight is None else weight.data_ptr(),
-        )  # fmt: skip
-        if self._graph_key != key:
-            self._graph_key = key
-            self._graph = {
-                kind: _kernel_graph(data, kind, weight, dtype)
-                for kind in set(self.kinds)
-            }
-        return self._graph
 
     def _chunk(self, layer: int, x: Tensor, agg: Tensor) -> Tensor:
         # Every row is "hot": its aggregation is given, so no edges are needed.
@@ -889,31 +869,6 @@ def _fused_conv(
         x, row_pointers(dst, num_dst), src, kind, hot_index, hot_value, relu
     )
     return conv_output(conv, aggregation, x_dst)
-
-
-def _kernel_graph(
-    data: Data, kind: str, edge_weight: Tensor | None, dtype: np.dtype
-) -> tuple:
-    # The arguments of aggregate() for the whole graph and `kind`. GCN with
-    # an edge_weight has PyG's gcn_norm weigh each edge (its self loops
-    # included), summed by the kernel.
-    edge_index = data.edge_index
-    if kind == "gcn" and edge_weight is not None:
-        edge_index, edge_weight = gcn_norm(
-            edge_index, edge_weight, data.num_nodes, dtype=edge_weight.dtype
-        )
-        kind = "sum"
-    graph = Data(edge_index=edge_index, num_nodes=data.num_nodes)
-    colptr, row, perm = to_csc(graph, device="cpu")
-    if edge_weight is not None:
-        weight = edge_weight if perm is None else edge_weight[perm]
-        return colptr, row, kind, None, weight.detach().numpy()
-    norm = (
-        gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy(), dtype)
-        if kind == "gcn"
-        else None
-    )
-    return colptr, row, kind, norm, None
 
 
 def _edge_inputs(model: torch.nn.Module) -> tuple[str, ...]:

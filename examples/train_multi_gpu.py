@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from torch_geometric.nn import GraphSAGE
 
 from pyg_orch import distributed as pd
+from pyg_orch.convs import cache_kind
 from pyg_orch.datasets import load_cora
-from pyg_orch.model import cache_kind
 from pyg_orch.options import add_option, add_rank_options
 from pyg_orch.train import TrainConfig, evaluate
 

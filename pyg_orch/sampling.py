@@ -319,7 +319,7 @@ def check_sampling_weights(
         ValueError: weight_attr: sampling weights must be finite and >= 0, but edge 1 has weight -5.0; fix or drop that edge's weight
     """  # noqa: E501 - a doctest's output is one line
     where = "" if edge_type is None else f" of edge type {edge_type}"
-    weight = weight.detach().to(torch.float64)
+    weight = weight.detach()  # checked in its own dtype: no copy of E values
     bad = (~torch.isfinite(weight)) | (weight < 0)
     if bool(bad.any()):
         edges = bad.nonzero().view(-1)

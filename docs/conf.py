@@ -163,7 +163,7 @@ intersphinx_timeout = 5
 # viewcode builds every "[docs]" back-link of a source page from the first
 # module name under which one of that module's objects was documented
 # (sphinx-doc/sphinx#6651). api.md documents the re-exports as `pyg_orch.X`
-# first, so `pyg_orch.hotness.in_degree` got `api.html#pyg_orch.in_degree`,
+# first, so `pyg_orch.hot.choice.in_degree` got `api.html#pyg_orch.in_degree`,
 # an id that no page has. The hook below points each back-link at the id the
 # object really has; docs/check_anchors.py checks the result in CI.
 _BACKLINK = re.compile(r'(<a class="viewcode-back" href="[^"#]*#)([^"]+)"')

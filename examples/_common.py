@@ -37,14 +37,9 @@ from pyg_orch.options import (
     config_from_args,
     positive_int,
 )
-from pyg_orch.train import (
-    MODELS,
-    TrainConfig,
-    build_model,
-    pipeline_arguments,
-    resolve_device,
-)
+from pyg_orch.train import build_model, pipeline_arguments, resolve_device
 from pyg_orch.train import train_epoch as run_train_epoch
+from pyg_orch.train_config import MODELS, TrainConfig
 
 SPLITS = ("train", "valid", "test")
 
@@ -216,7 +211,7 @@ def parse_args(
 ) -> argparse.Namespace:
     """Parses and checks the options.
 
-    Sets ``config`` (the :class:`~pyg_orch.train.TrainConfig` of the shared
+    Sets ``config`` (the :class:`~pyg_orch.train_config.TrainConfig` of the shared
     options, which the training code reads), ``device`` (a
     :class:`torch.device`) and ``pipeline`` (the loaders' ``prefetch``,
     ``device`` and ``device_cache``).

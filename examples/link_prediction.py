@@ -38,7 +38,8 @@ from tqdm import tqdm
 from pyg_orch import OrchLinkNeighborLoader, OrchModel
 from pyg_orch.datasets import load_dataset
 from pyg_orch.options import add_execution_options, add_option
-from pyg_orch.train import TrainConfig, build_model
+from pyg_orch.train import build_model
+from pyg_orch.train_config import TrainConfig
 
 #: The defaults (with pyg-orch train's learning rate, 0.003): on Cora, a test
 #: AUC of 0.87 after one epoch and 0.89 after three, in about 20 s on 2 CPU

@@ -27,10 +27,11 @@ import torch.nn.functional as F
 from torch_geometric.nn import GraphSAGE
 
 from pyg_orch import distributed as pd
-from pyg_orch.convs import cache_kind
 from pyg_orch.datasets import load_cora
+from pyg_orch.nn.convs import cache_kind
 from pyg_orch.options import add_option, add_rank_options
-from pyg_orch.train import TrainConfig, evaluate
+from pyg_orch.train import evaluate
+from pyg_orch.train_config import TrainConfig
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -13,28 +13,30 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyg_orch.cache import FeatureCache, HotCache
-    from pyg_orch.hotness import HotSet, select_hot
-    from pyg_orch.link_loader import OrchLinkNeighborLoader
-    from pyg_orch.loader import OrchNeighborLoader
-    from pyg_orch.model import OrchModel
-    from pyg_orch.pipeline import HotRefresher, Pipeline
+    from pyg_orch.hot.cache import HotCache
+    from pyg_orch.hot.choice import HotSet, select_hot
+    from pyg_orch.hot.refresher import HotRefresher
+    from pyg_orch.loading.feature_cache import FeatureCache
+    from pyg_orch.loading.link_loader import OrchLinkNeighborLoader
+    from pyg_orch.loading.node_loader import OrchNeighborLoader
+    from pyg_orch.loading.pipeline import Pipeline
+    from pyg_orch.nn.model import OrchModel
     from pyg_orch.sampling import OrchNeighborSampler
 
 __version__ = "0.1.0.dev0"
 
 # Each public name and the module that defines it.
 _EXPORTS = {
-    "FeatureCache": "pyg_orch.cache",
-    "HotCache": "pyg_orch.cache",
-    "HotRefresher": "pyg_orch.pipeline",
-    "HotSet": "pyg_orch.hotness",
-    "OrchLinkNeighborLoader": "pyg_orch.link_loader",
-    "OrchModel": "pyg_orch.model",
-    "OrchNeighborLoader": "pyg_orch.loader",
+    "FeatureCache": "pyg_orch.loading.feature_cache",
+    "HotCache": "pyg_orch.hot.cache",
+    "HotRefresher": "pyg_orch.hot.refresher",
+    "HotSet": "pyg_orch.hot.choice",
+    "OrchLinkNeighborLoader": "pyg_orch.loading.link_loader",
+    "OrchModel": "pyg_orch.nn.model",
+    "OrchNeighborLoader": "pyg_orch.loading.node_loader",
     "OrchNeighborSampler": "pyg_orch.sampling",
-    "Pipeline": "pyg_orch.pipeline",
-    "select_hot": "pyg_orch.hotness",
+    "Pipeline": "pyg_orch.loading.pipeline",
+    "select_hot": "pyg_orch.hot.choice",
 }
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 :func:`aggregate_neighbours` is what ``OrchModel`` computes in place of a
 PyG conv's ``propagate`` for the convs it knows (see
-:func:`pyg_orch.convs.fused_kind`): on the CPU, the Numba kernels of
+:func:`pyg_orch.nn.convs.fused_kind`): on the CPU, the Numba kernels of
 :mod:`pyg_orch.kernels.aggregate` (forward, over the destinations' rows) and
 :mod:`pyg_orch.kernels.gradient` (backward, every gradient row written once);
 on other devices, torch's own sparse and scatter operations.

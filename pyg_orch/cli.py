@@ -3,7 +3,7 @@
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds the
 subcommand's options to its parser and a function that runs it and returns the
 exit status. Options of ``train`` are named after the fields of
-:class:`~pyg_orch.train.TrainConfig` (``--batch-size`` -> ``batch_size``) and
+:class:`~pyg_orch.train_config.TrainConfig` (``--batch-size`` -> ``batch_size``) and
 defined in :mod:`pyg_orch.options`, which the examples and the benchmarks share,
 so a new setting only needs a field there and an entry in that module.
 
@@ -34,7 +34,8 @@ from pyg_orch.dataset_names import dataset_kind
 if TYPE_CHECKING:
     import torch
 
-    from pyg_orch.train import TrainConfig, TrainResult
+    from pyg_orch.train import TrainResult
+    from pyg_orch.train_config import TrainConfig
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -48,7 +49,7 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
         add_option,
         add_training_options,
     )
-    from pyg_orch.train import TrainConfig
+    from pyg_orch.train_config import TrainConfig
 
     defaults = TrainConfig()
     data = parser.add_argument_group("data")
@@ -86,7 +87,8 @@ def _ratio(hot_ratio: float | str) -> str:
 
 
 def _header(config: TrainConfig, data: Any, device: torch.device) -> str:
-    from pyg_orch.train import MODELS, pipeline_arguments
+    from pyg_orch.train import pipeline_arguments
+    from pyg_orch.train_config import MODELS
 
     splits = "/".join(
         str(int(data[key].sum())) for key in ("train_mask", "val_mask", "test_mask")
@@ -136,7 +138,8 @@ def _run_train(args: argparse.Namespace) -> int:
     import torch
 
     from pyg_orch.options import config_from_args
-    from pyg_orch.train import MODELS, load_data, resolve_device, train
+    from pyg_orch.train import load_data, resolve_device, train
+    from pyg_orch.train_config import MODELS
 
     try:
         config = config_from_args(args)

@@ -38,9 +38,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch_geometric.data import Data
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
-from pyg_orch.cache import HotCache
-from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import OrchModel
+from pyg_orch.hot.cache import HotCache
+from pyg_orch.loading.node_loader import OrchNeighborLoader
+from pyg_orch.nn.model import OrchModel
 from pyg_orch.sampling import OrchNeighborSampler
 
 __all__ = [
@@ -474,7 +474,7 @@ def distributed_loader(
         seed: the shuffle seed every rank shares.
         hot: the hot node ids, the same on every rank.
         hot_values: ``{kind: values}`` for ``hot``; the kind must be the
-            bottom conv's (:func:`pyg_orch.convs.cache_kind`).
+            bottom conv's (:func:`pyg_orch.nn.convs.cache_kind`).
         sampler: a sampler to reuse (default: ``graph.sampler(num_neighbors)``).
         **kwargs: other :class:`~pyg_orch.OrchNeighborLoader` arguments
             (``prefetch``, ``device``, ...), not ``batch_size``/``shuffle``.

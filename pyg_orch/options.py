@@ -4,7 +4,7 @@ Each option is defined once here: its flag, type, choices, unit and help line.
 A script adds whole groups with :func:`add_training_options`,
 :func:`add_hot_options` and :func:`add_execution_options`, or single options
 with :func:`add_option`. Defaults come from a
-:class:`~pyg_orch.train.TrainConfig` (its fields are the option names), so a
+:class:`~pyg_orch.train_config.TrainConfig` (its fields are the option names), so a
 script changes a default by passing its own config, never an option's meaning;
 every help line ends in the default. Values are checked as they are parsed:
 a bad one exits with status 2 and a message naming the option.
@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyg_orch.cache import CACHE_MODES
-from pyg_orch.hotness import HOT_METHODS, check_hot_ratio
-from pyg_orch.model import PRECISIONS
-from pyg_orch.train import MODELS, TrainConfig
+from pyg_orch.hot.cache import CACHE_MODES
+from pyg_orch.hot.choice import HOT_METHODS, check_hot_ratio
+from pyg_orch.nn.model_checks import PRECISIONS
+from pyg_orch.train_config import MODELS, TrainConfig
 
 __all__ = [
     "EXECUTION_OPTIONS",
@@ -350,7 +350,7 @@ def add_option(parser: _Container, name: str, default: Any, **changes: Any) -> N
     Args:
         parser: the parser, or one of its argument groups.
         name: the option's destination, a field of
-            :class:`~pyg_orch.train.TrainConfig` (``"batch_size"``).
+            :class:`~pyg_orch.train_config.TrainConfig` (``"batch_size"``).
         default: its default in this script; the help line ends with it.
         **changes: ``add_argument`` keywords that replace the shared ones
             (e.g. ``type=hot_fraction`` where ``"auto"`` cannot work, or a
@@ -508,7 +508,7 @@ def add_graph_options(parser: _Container, num_nodes: int, num_features: int) -> 
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """The :class:`~pyg_orch.train.TrainConfig` of the parsed options.
+    """The :class:`~pyg_orch.train_config.TrainConfig` of the parsed options.
 
     Options that are not config fields are left out; fields without an option
     keep their defaults.

@@ -40,7 +40,9 @@ def test_every_option_of_every_benchmark_takes_both_spellings():
             spaced = parser.parse_args([name, long[0], *value])
             joined = parser.parse_args([name, f"{long[0]}={value[0]}", *value[1:]])
             assert getattr(spaced, action.dest) == getattr(joined, action.dest), (
-                name, long[0])
+                name,
+                long[0],
+            )
 
 
 def _a_value(action):

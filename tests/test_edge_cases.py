@@ -35,7 +35,7 @@ from torch_geometric.sampler.utils import to_csc
 from torch_geometric.utils import scatter
 
 from pyg_orch import HotCache, OrchModel, OrchNeighborLoader, OrchNeighborSampler
-from pyg_orch.hotness import frontier_size
+from pyg_orch.hot.choice import frontier_size
 from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 
 WIDTH = 4

@@ -70,9 +70,7 @@ def test_gcn_uses_edge_weights_at_hot_0(data):
 
 @pytest.mark.parametrize("aggr", ["add", "mean", "max"])
 @pytest.mark.parametrize("hot_ratio", [0.0, 0.3])
-def test_graph_conv_uses_edge_weights_with_and_without_hot_nodes(
-    data, aggr, hot_ratio
-):
+def test_graph_conv_uses_edge_weights_with_and_without_hot_nodes(data, aggr, hot_ratio):
     torch.manual_seed(0)
     model = WeightedGraphConvGNN(8, 16, num_layers=2, out_channels=4, aggr=aggr)
     loader = OrchNeighborLoader(

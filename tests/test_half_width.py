@@ -13,7 +13,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GCN, GIN, GraphSAGE
 
 from pyg_orch import HotCache, OrchModel, OrchNeighborLoader
-from pyg_orch.cache import hot_value_dtype
+from pyg_orch.hot.cache import hot_value_dtype
 
 # float16's kernels compile for 11 s in a fresh install: with the slow tests.
 HALF = [torch.bfloat16, pytest.param(torch.float16, marks=pytest.mark.slow)]

@@ -8,16 +8,14 @@ from torch_geometric.loader import NeighborLoader
 from torch_geometric.utils import scatter
 
 from pyg_orch import HotSet, OrchNeighborLoader, OrchNeighborSampler
-from pyg_orch.hotness import (
-    AUTO_MARGIN,
-    AUTO_RATIOS,
-    choose_hot_ratio,
+from pyg_orch.hot.choice import (
     frontier_size,
     presample_counts,
     select_hot,
     top_fraction,
 )
-from pyg_orch.loader import STATS_HISTORY
+from pyg_orch.hot.tuning import AUTO_MARGIN, AUTO_RATIOS, choose_hot_ratio
+from pyg_orch.loading.stats import STATS_HISTORY
 
 
 def power_law(num_nodes=2000, seed=0):
@@ -248,7 +246,7 @@ def test_a_larger_ratio_within_the_margin_of_noise_leaves_the_smaller_one():
 
 def test_auto_tuning_takes_medians_of_rounds_that_visit_every_ratio():
     from pyg_orch.datasets import load_cora
-    from pyg_orch.hot import HotVertices
+    from pyg_orch.hot.vertices import HotVertices
 
     data = load_cora()
     hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, ratio="auto",

@@ -18,7 +18,7 @@ from pyg_orch.options import (
     hot_ratio,
     parse_fanouts,
 )
-from pyg_orch.train import TrainConfig
+from pyg_orch.train_config import TrainConfig
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # Defaults the examples change for graphs larger than Cora; the rest are shared.

@@ -13,8 +13,9 @@ from conftest import random_graph
 from torch_geometric.nn import GAT, GraphSAGE
 
 from pyg_orch import OrchModel, OrchNeighborLoader
-from pyg_orch.hotness import frontier_size
-from pyg_orch.pipeline import THREAD_PREFIX, HotRefresher, Pipeline, refresh_seed
+from pyg_orch.hot.choice import frontier_size
+from pyg_orch.hot.refresher import THREAD_PREFIX, HotRefresher, refresh_seed
+from pyg_orch.loading.pipeline import Pipeline
 
 
 def pyg_orch_threads() -> list[str]:
@@ -411,7 +412,8 @@ def test_a_second_iteration_leaves_the_first_one_whole(cora, kwargs):
 
 @pytest.mark.slow
 def test_gat_in_embedding_mode_trains_as_well_as_plain_gat_on_cora(cora):
-    from pyg_orch.train import TrainConfig, train
+    from pyg_orch.train import train
+    from pyg_orch.train_config import TrainConfig
 
     def mean_accuracy(hot_ratio: float) -> float:
         config = TrainConfig(model="gat", hot_ratio=hot_ratio)

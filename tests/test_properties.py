@@ -22,7 +22,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from torch_geometric.sampler.utils import to_csc
 
 from pyg_orch import HotCache, OrchNeighborLoader, OrchNeighborSampler
-from pyg_orch.hotness import frontier_size
+from pyg_orch.hot.choice import frontier_size
 from pyg_orch.kernels.aggregate import (
     AGGREGATIONS,
     aggregate,

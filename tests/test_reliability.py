@@ -15,7 +15,7 @@ from torch_geometric.nn import GAT, GraphSAGE
 
 from pyg_orch import OrchModel, OrchNeighborLoader
 from pyg_orch.datasets import power_law_graph
-from pyg_orch.pipeline import THREAD_PREFIX
+from pyg_orch.hot.refresher import THREAD_PREFIX
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ from pyg_orch import OrchModel
 from pyg_orch.cli import build_parser, main
 from pyg_orch.datasets import load_cora
 from pyg_orch.train import (
-    TrainConfig,
     accuracy,
     build_model,
     evaluate,
@@ -23,6 +22,7 @@ from pyg_orch.train import (
     resolve_device,
     train,
 )
+from pyg_orch.train_config import TrainConfig
 
 # Small settings that still exercise sampling, trimming and evaluation.
 SMALL = {

@@ -11,8 +11,8 @@ from torch_geometric.data import HeteroData
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GraphSAGE
 
-import pyg_orch.loader
-import pyg_orch.validation
+import pyg_orch.loading.arguments
+import pyg_orch.loading.node_loader
 from pyg_orch import (
     HotSet,
     OrchLinkNeighborLoader,
@@ -439,14 +439,14 @@ def test_checks_run_once_at_construction_not_per_batch(monkeypatch):
         return wrapper
 
     monkeypatch.setattr(
-        pyg_orch.loader,
+        pyg_orch.loading.node_loader,
         "check_loader_arguments",
-        counted("arguments", pyg_orch.validation.check_loader_arguments),
+        counted("arguments", pyg_orch.loading.arguments.check_loader_arguments),
     )
     monkeypatch.setattr(
-        pyg_orch.validation,
+        pyg_orch.loading.arguments,
         "check_graph",
-        counted("graph", pyg_orch.validation.check_graph),
+        counted("graph", pyg_orch.loading.arguments.check_graph),
     )
     for kwargs in ({}, {"hot_ratio": 0.2, "prefetch": 2}):
         calls.update(arguments=0, graph=0)
@@ -457,7 +457,7 @@ def test_checks_run_once_at_construction_not_per_batch(monkeypatch):
 
 
 def test_every_public_check_has_an_example():
-    module = pyg_orch.validation
+    module = pyg_orch.loading.arguments
     public = [
         name
         for name, value in vars(module).items()
@@ -490,7 +490,7 @@ def test_fan_outs_wrapped_in_num_neighbors_pass():
 
 def test_heterodata_passes_the_checks_with_or_without_hot_vertices():
     # The Numba sampler samples HeteroData, with hot nodes of any type.
-    check = pyg_orch.validation.check_loader_arguments
+    check = pyg_orch.loading.arguments.check_loader_arguments
     check(hetero(), [2], input_nodes="a", batch_size=2)
     check(hetero(), [2], input_nodes="a", hot_ratio=0.1)
     check(hetero(), [2], input_nodes="a", hot_ratio={"a": 0.1})

@@ -23,9 +23,10 @@ from torch_geometric.data import HeteroData
 
 from pyg_orch.benchmark.tasks import configuration, loss
 from pyg_orch.datasets import load_dataset, power_law_hetero_graph
-from pyg_orch.model import OrchModel
+from pyg_orch.nn.model import OrchModel
 from pyg_orch.options import add_option, hot_fraction, non_negative_int, positive_float
-from pyg_orch.train import MODELS, TrainConfig, train
+from pyg_orch.train import train
+from pyg_orch.train_config import MODELS, TrainConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

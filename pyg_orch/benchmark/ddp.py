@@ -79,7 +79,7 @@ def _worker(
     from torch_geometric.nn import GraphSAGE
 
     from pyg_orch import distributed as pd
-    from pyg_orch.convs import cache_kind
+    from pyg_orch.nn.convs import cache_kind
 
     torch.set_num_threads(threads)
     context = pd.init_distributed("gloo")

@@ -34,6 +34,7 @@ from pyg_orch.benchmark.tasks import (
     graph,
     loss,
 )
+from pyg_orch.loading.stats import batch_stats
 from pyg_orch.options import (
     add_option,
     hot_fraction,
@@ -41,7 +42,6 @@ from pyg_orch.options import (
     positive_float,
     positive_int,
 )
-from pyg_orch.stats import batch_stats
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

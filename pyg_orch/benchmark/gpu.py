@@ -24,8 +24,9 @@ from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.spawned import run_spawned
 from pyg_orch.benchmark.tasks import BASELINES, baseline, graph_sage, loader_arguments
 from pyg_orch.benchmark.training import EpochTiming, timed_epoch
-from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import PRECISIONS, OrchModel
+from pyg_orch.loading.node_loader import OrchNeighborLoader
+from pyg_orch.nn.model import OrchModel
+from pyg_orch.nn.model_checks import PRECISIONS
 from pyg_orch.options import add_option, hot_fraction, positive_int
 from pyg_orch.train import resolve_device
 

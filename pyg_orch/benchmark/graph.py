@@ -9,7 +9,7 @@ from torch_geometric.data import Data
 
 from pyg_orch.datasets import power_law_graph
 from pyg_orch.options import add_graph_options, add_option
-from pyg_orch.train import TrainConfig
+from pyg_orch.train_config import TrainConfig
 
 #: The training options' defaults in the benchmarks: those of ``pyg-orch
 #: train``, with batches of 1024 seeds for graphs of a million nodes.

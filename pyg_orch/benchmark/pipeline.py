@@ -18,9 +18,9 @@ from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
 from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.tasks import graph_sage, loader_arguments
 from pyg_orch.benchmark.training import EpochTiming, timed_epoch
-from pyg_orch.hotness import HotSet
-from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import OrchModel
+from pyg_orch.hot.choice import HotSet
+from pyg_orch.loading.node_loader import OrchNeighborLoader
+from pyg_orch.nn.model import OrchModel
 from pyg_orch.options import add_option, hot_fraction, positive_int
 
 

@@ -31,8 +31,8 @@ from pyg_orch.benchmark.graph import (
 from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.tasks import graph_sage, loader_arguments
 from pyg_orch.benchmark.timing import median_ms
-from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import OrchModel
+from pyg_orch.loading.node_loader import OrchNeighborLoader
+from pyg_orch.nn.model import OrchModel
 from pyg_orch.options import add_option, hot_fraction, positive_int
 
 # Profiler rows by what they are: the products, pyg_orch's aggregation.

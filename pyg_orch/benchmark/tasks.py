@@ -31,9 +31,10 @@ from torch_geometric.utils import trim_to_layer
 
 from pyg_orch.benchmark.graph import benchmark_graph
 from pyg_orch.datasets import power_law_hetero_graph
-from pyg_orch.link_loader import OrchLinkNeighborLoader
-from pyg_orch.loader import OrchNeighborLoader
-from pyg_orch.model import PRECISIONS, OrchModel
+from pyg_orch.loading.link_loader import OrchLinkNeighborLoader
+from pyg_orch.loading.node_loader import OrchNeighborLoader
+from pyg_orch.nn.model import OrchModel
+from pyg_orch.nn.model_checks import PRECISIONS
 from pyg_orch.sampling import OrchNeighborSampler
 
 #: What each task's plain PyG row is called.

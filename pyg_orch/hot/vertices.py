@@ -1,8 +1,8 @@
 """A loader's hot vertices: their set, their cache, and what it serves.
 
-:mod:`pyg_orch.hotness` holds how hot vertices are chosen; a loader's
+:mod:`pyg_orch.hot.choice` holds how hot vertices are chosen; a loader's
 :class:`HotVertices` is where they are chosen for it and kept: the
-:class:`~pyg_orch.hotness.HotSet`, its :class:`~pyg_orch.HotCache`, the
+:class:`~pyg_orch.hot.choice.HotSet`, its :class:`~pyg_orch.HotCache`, the
 serving a model declares (:meth:`HotVertices.serve`), the hot part of each
 batch, the refreshes of re-sampled or embedded values, and the choice of
 ``hot_ratio="auto"``. The loader owns it; the sampler only reads its mask.
@@ -10,7 +10,6 @@ batch, the refreshes of re-sampled or embedded values, and the choice of
 
 from __future__ import annotations
 
-import copy
 import itertools
 import time
 from collections.abc import Callable
@@ -21,27 +20,36 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.sampler.base import SubgraphType
 
-from pyg_orch.cache import AGGREGATIONS, HotCache, check_resampled, hot_row_bytes
-from pyg_orch.checkpoint import check_saved_weights
-from pyg_orch.hotness import (
-    AUTO_RATIOS,
-    AUTO_ROUNDS,
+from pyg_orch.hot.cache import (
+    AGGREGATIONS,
+    HotCache,
+    check_resampled,
+    hot_row_bytes,
+)
+from pyg_orch.hot.choice import (
     HotRatio,
-    HotRatioTuning,
     HotSet,
     as_hot_set,
     check_hot_ratio,
     check_type_ratios,
-    choose_hot_ratio,
     frontier_size,
-    median_seconds,
     select_hot,
     top_by_type,
 )
-from pyg_orch.pipeline import HotRefresher, refresh_seed
-from pyg_orch.relation_cache import RelationCache
+from pyg_orch.hot.refresher import (
+    HotRefresher,
+    check_saved_weights,
+    refresh_seed,
+)
+from pyg_orch.hot.relation_cache import RelationCache
+from pyg_orch.hot.tuning import (
+    AUTO_RATIOS,
+    AUTO_ROUNDS,
+    HotRatioTuning,
+    choose_hot_ratio,
+    median_seconds,
+)
 from pyg_orch.sampling import OrchNeighborSampler
-from pyg_orch.validation import check_feature_dtype, feature_tensor
 
 # Versions of serve, unique in the process: a batch's hot_version names the
 # serving, whichever loader made it.
@@ -72,7 +80,7 @@ class HotVertices:
 
     Attributes:
         ratio: the hot ratio; ``"auto"`` until :meth:`tune` chooses it.
-        hot: the :class:`~pyg_orch.hotness.HotSet`, or ``None``.
+        hot: the :class:`~pyg_orch.hot.choice.HotSet`, or ``None``.
         cache: its :class:`~pyg_orch.HotCache`, or ``None``.
         tuning: what ``hot_ratio="auto"`` measured, once :meth:`tune` ran.
         version: the version of the latest :meth:`serve` (0 before).
@@ -134,7 +142,7 @@ class HotVertices:
 
         On a heterogeneous graph, node ids (of ``hot`` and of the hot set)
         are numbered as the sampler's kernel numbers the nodes of all types
-        (see :func:`~pyg_orch.hotness.presample_counts`).
+        (see :func:`~pyg_orch.hot.choice.presample_counts`).
 
         Args:
             hot: the ``hot`` argument: a hot set to use, or ``None``.
@@ -517,7 +525,7 @@ class HotVertices:
             base_seed: the epoch's refresh seed.
             start: the first batch of the epoch to produce.
             started: the epoch's hot buffers started and still needed
-                (see :class:`~pyg_orch.epoch.EpochPlan`), kept up to date.
+                (see :class:`~pyg_orch.loading.epoch.EpochPlan`), kept up to date.
 
         Raises:
             RuntimeError: embedding mode before a model serves the loader.
@@ -722,112 +730,6 @@ class HotVertices:
                 self._apply_serving(*served)
 
 
-class HotServing:
-    """What a loader with hot vertices exposes of them (a mixin).
-
-    The loader sets ``self._hot_vertices``, its :class:`HotVertices`.
-
-    Example:
-        >>> from pyg_orch import OrchLinkNeighborLoader
-        >>> from pyg_orch.datasets import load_cora
-        >>> loader = OrchLinkNeighborLoader(load_cora(), [5], batch_size=64,
-        ...                                 hot_ratio=0.1, hot_method="degree")
-        >>> isinstance(loader, HotServing), loader.hot_ratio, loader.cache.num_hot
-        (True, 0.1, 271)
-    """
-
-    _hot_vertices: HotVertices
-
-    @property
-    def hot(self) -> HotSet | None:
-        """The hot vertices (:class:`~pyg_orch.hotness.HotSet`), or ``None``."""
-        return self._hot_vertices.hot
-
-    @property
-    def cache(self) -> HotCache | None:
-        """The hot vertices' :class:`~pyg_orch.HotCache`, or ``None``."""
-        return self._hot_vertices.cache
-
-    @property
-    def hot_ratio(self) -> HotRatio:
-        """The fraction of vertices made hot (``"auto"`` until it is chosen)."""
-        return self._hot_vertices.ratio
-
-    def serve(
-        self, kind: str | dict[Any, str], snapshot: Callable[[], Any] | None = None
-    ) -> int:
-        """Declares what the batches' hot values are for (``OrchModel`` calls it).
-
-        A hot loader yields no batch until it is served: a model that ignored
-        ``hot_index`` and ``hot_agg`` would train on hot vertices whose last
-        hop was never sampled. ``kind`` is the aggregation the consuming
-        model's bottom layer applies to raw features (``"mean"``, ``"sum"``
-        or ``"max"``), or ``"embedding"``: the hot rows hold the bottom
-        layer's whole output, computed on the CPU from ``snapshot()``, a copy
-        of the layer taken between optimizer steps. Each batch carries
-        ``hot_kind`` and ``hot_version`` (the serving it was made for), so a
-        model can refuse values made for another.
-
-        Args:
-            kind: one of :data:`~pyg_orch.cache.AGGREGATIONS` or
-                ``"embedding"``; on a heterogeneous graph, a dict of
-                aggregations by relation into a type with hot nodes.
-            snapshot: for ``"embedding"``: returns the current bottom layer.
-
-        Returns:
-            The serving's version.
-
-        Raises:
-            ValueError: no hot vertices, or an unknown ``kind``.
-            NotImplementedError: ``kind`` does not fit an explicitly chosen
-                ``cache`` mode.
-
-        Example:
-            >>> from pyg_orch.datasets import load_cora
-            >>> from pyg_orch import OrchNeighborLoader
-            >>> loader = OrchNeighborLoader(load_cora(), [5], batch_size=64,
-            ...                             hot_ratio=0.1)
-            >>> version = loader.serve("mean")
-            >>> next(iter(loader)).hot_kind
-            'mean'
-        """
-        return self._hot_vertices.serve(kind, snapshot)
-
-
-def hot_features(data: Any) -> Tensor | dict[str, Tensor] | None:
-    """The raw features hot aggregates read: ``data.x``, or ``x`` per node type.
-
-    NumPy features are viewed in place; strided ones are copied once, as the
-    kernels read C-contiguous rows. Node types without features are left out.
-
-    Example:
-        >>> from torch_geometric.data import HeteroData
-        >>> data = HeteroData()
-        >>> data["paper"].x = torch.ones(3, 2)
-        >>> data["author"].num_nodes = 4
-        >>> list(hot_features(data))
-        ['paper']
-    """
-    if not hasattr(data, "node_types") or isinstance(data, Data):
-        x = feature_tensor(getattr(data, "x", None))
-        return x.contiguous() if x is not None else None
-    return {
-        node_type: feature_tensor(store.x).contiguous()
-        for node_type, store in zip(data.node_types, data.node_stores, strict=True)
-        if getattr(store, "x", None) is not None
-    }
-
-
-def graph_edge_weight(data: Any) -> Tensor | None:
-    """The ``edge_weight`` of a homogeneous graph (``None``: it has none).
-
-    Example:
-        >>> graph_edge_weight(Data(edge_weight=torch.ones(2))).tolist()
-        [1.0, 1.0]
-    """
-    return getattr(data, "edge_weight", None) if isinstance(data, Data) else None
-
-
 def _positive(ratio: HotRatio) -> bool:
     # Whether hot_ratio asks for hot vertices (other than "auto").
     if isinstance(ratio, dict):
@@ -858,24 +760,3 @@ def _default_fanout(num_neighbors: Any, fanout: int | None) -> int:
         return -1  # per-edge-type fan-outs: hot vertices need a homogeneous graph
     fanouts = list(getattr(num_neighbors, "values", num_neighbors))
     return -1 if -1 in fanouts else max(max(fanouts, default=1), 1)
-
-
-def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:
-    """``data``, or a shallow copy of it whose ``x`` is in ``feature_dtype``.
-
-    Raises:
-        TypeError: ``feature_dtype`` is not a float dtype pyg_orch stores.
-        NotImplementedError: ``data`` is a ``HeteroData``.
-
-    Example:
-        >>> data = Data(x=torch.ones(2, 3))
-        >>> with_feature_dtype(data, torch.bfloat16).x.dtype, data.x.dtype
-        (torch.bfloat16, torch.float32)
-    """
-    check_feature_dtype(feature_dtype, data)
-    x = feature_tensor(getattr(data, "x", None))
-    if feature_dtype is None or x is None or x.dtype == feature_dtype:
-        return data
-    data = copy.copy(data)
-    data.x = x.to(feature_dtype)
-    return data

@@ -1,0 +1,169 @@
+"""The hot cache of a heterogeneous graph: one aggregate per hot node and relation.
+
+A heterogeneous model's bottom layer (``to_hetero`` or ``HeteroConv``) runs
+one conv per relation ``(source, relation, destination)`` and then combines
+their outputs per destination node. So a hot node of type ``t`` needs one
+full-neighbourhood aggregate of raw source features per relation into ``t``,
+each fed to that relation's conv with its current weights: exact, as the
+homogeneous static cache is. :class:`RelationCache` holds one
+:class:`~pyg_orch.HotCache` per such relation and the per-type hot sets they
+share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.data import HeteroData
+
+from pyg_orch.hot.cache import HotCache, gather
+from pyg_orch.hot.choice import frontier_size
+
+EdgeType = tuple[str, str, str]
+
+
+class RelationCache:
+    """Full-neighbourhood aggregates per hot node and incoming relation.
+
+    Hot nodes are numbered as the sampler's kernel numbers the nodes of all
+    types: node ``i`` of type ``node_types[k]`` is ``offsets[k] + i``.
+
+    Args:
+        node_types: the graph's node types, in the sampler's order.
+        offsets: ``int64[len(node_types) + 1]``, where each type's ids start.
+        relations: ``{edge_type: (colptr, row)}``, the CSC graph of each
+            relation the sampler expands.
+        features: raw features per node type (types without any are absent).
+        hot_nodes: ids of the hot nodes, in the numbering above.
+
+    Attributes:
+        mask: ``bool[offsets[-1]]``, the hot nodes, as the sampler reads it.
+        caches: one :class:`~pyg_orch.HotCache` per relation into a node type
+            with hot nodes.
+        kind: the aggregation each relation's bottom conv needs, by edge type
+            (``None`` until a model serves the loader).
+
+    Raises:
+        ValueError: hot nodes of a type that a relation without source
+            features points to.
+
+    Example:
+        >>> colptr, row = torch.tensor([0, 2, 2]), torch.tensor([0, 1])
+        >>> cache = RelationCache(
+        ...     ["a", "b"], torch.tensor([0, 2, 4]),
+        ...     {("a", "to", "b"): (colptr, row)},
+        ...     {"a": torch.tensor([[1.0], [3.0]]), "b": torch.zeros(2, 1)},
+        ...     hot_nodes=torch.tensor([2]))
+        >>> cache.serve({("a", "to", "b"): "mean"})
+        >>> cache.caches[("a", "to", "b")].values().tolist()
+        [[2.0]]
+    """
+
+    def __init__(
+        self,
+        node_types: list[str],
+        offsets: Tensor,
+        relations: dict[EdgeType, tuple[Tensor, Tensor]],
+        features: dict[str, Tensor],
+        hot_nodes: Tensor,
+    ) -> None:
+        self.node_types, self.offsets = node_types, offsets
+        self.hot_nodes = hot_nodes.to(torch.long)
+        self.mask = torch.zeros(int(offsets[-1]), dtype=torch.bool)
+        self.mask[self.hot_nodes] = True
+        self.hot_by_type = {
+            node_type: self.mask[offsets[k] : offsets[k + 1]].nonzero().view(-1)
+            for k, node_type in enumerate(node_types)
+        }
+        self.caches: dict[EdgeType, HotCache] = {}
+        for edge_type, (colptr, row) in relations.items():
+            hot = self.hot_by_type[edge_type[2]]
+            if hot.numel() == 0:
+                continue
+            if edge_type[0] not in features:
+                raise ValueError(
+                    f"hot nodes of type {edge_type[2]!r} need the raw features "
+                    f"of every type pointing to them, but {edge_type[0]!r} (of "
+                    f"relation {edge_type}) has no x: give it one, or set its "
+                    f"destination's hot ratio to 0 (hot_ratio={{"
+                    f"{edge_type[2]!r}: 0.0, ...}})"
+                )
+            self.caches[edge_type] = HotCache(colptr, row, features[edge_type[0]], hot)
+        # Every relation into a type shares its hot nodes, hence its slots.
+        self.slots = {dst: cache.slot for (_, _, dst), cache in self.caches.items()}
+        self.kind: dict[EdgeType, str] | None = None
+        # What HotVertices reads of any cache: static values, on the CPU.
+        self.mode, self.mode_chosen, self.snapshot, self.device = (
+            "static", False, None, None,
+        )  # fmt: skip
+
+    @property
+    def num_hot(self) -> int:
+        """Number of hot nodes, of all types."""
+        return self.hot_nodes.numel()
+
+    @property
+    def relations(self) -> list[EdgeType]:
+        """The relations into a node type with hot nodes, each with a cache."""
+        return list(self.caches)
+
+    def serve(self, kinds: dict[EdgeType, str]) -> None:
+        """Sets each relation's aggregation and computes its values now.
+
+        Args:
+            kinds: ``"mean"``, ``"sum"`` or ``"max"`` per relation of
+                :attr:`relations`.
+
+        Raises:
+            ValueError: a relation without a kind, or an unknown kind.
+        """
+        missing = [edge_type for edge_type in self.caches if edge_type not in kinds]
+        if missing:
+            raise ValueError(
+                f"the hot cache needs the aggregation of every relation into a "
+                f"type with hot nodes; none given for {missing}"
+            )
+        for edge_type, cache in self.caches.items():
+            kind = kinds[edge_type]
+            if kind not in ("mean", "sum", "max"):
+                raise ValueError(
+                    f"relation {edge_type}: kind must be 'mean', 'sum' or 'max', "
+                    f"got {kind!r}"
+                )
+            cache.kind = kind
+            cache.values()
+        self.kind = {edge_type: kinds[edge_type] for edge_type in self.caches}
+
+    def annotate(self, batch: HeteroData) -> None:
+        """Adds the hot part to a batch: hot rows per type, their values per relation.
+
+        ``batch[t].hot_index`` holds the local positions of the hot frontier
+        nodes of type ``t``; ``batch[relation].hot_agg`` their aggregates over
+        that relation, in the same order.
+        """
+        for node_type, slot in self.slots.items():
+            if node_type not in batch.node_types:
+                continue
+            store = batch[node_type]
+            frontier = store.n_id[: frontier_size(store.num_sampled_nodes)]
+            slots = slot[frontier]
+            store.hot_index = (slots >= 0).nonzero().view(-1)
+            for edge_type, cache in self.caches.items():
+                if edge_type[2] == node_type:
+                    batch[edge_type].hot_agg = gather(
+                        cache.values(), slots[store.hot_index]
+                    )
+
+    def computed(self) -> dict[str, Any]:
+        """Nothing: static values are exact and recomputed from the graph."""
+        return {}
+
+    def restore(self, values: dict[str, Any]) -> None:
+        """Takes saved values: none, as :meth:`computed` saves none."""
+        if values:
+            raise ValueError(
+                "a heterogeneous hot cache saves no values (they are "
+                "recomputed from the graph), but cache_values is not empty"
+            )

@@ -1,0 +1,425 @@
+"""Running a heterogeneous PyG model on hot/cold batches, layer by layer.
+
+``to_hetero`` models and models built from ``HeteroConv`` call one conv per
+relation and layer, then combine the relations' outputs per node type.
+:class:`HeteroLayers` hooks every relation conv: before it runs, its inputs
+are cut to what its layer needs (the bipartite ``(x_src, x_dst[:num_dst])``
+of the hops still needed, on that layer's edges, as the homogeneous wrapper
+does); in the bottom layer, the aggregation of each hot destination row is
+replaced by the relation's cached full-neighbourhood aggregate, to which the
+conv applies its current weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.data import HeteroData
+from torch_geometric.nn.conv import MessagePassing
+from torch_geometric.sampler.utils import to_csc
+
+from pyg_orch.kernels.aggregate import aggregate
+from pyg_orch.nn.convs import (
+    FUSED,
+    cache_kind,
+    cold_rows,
+    csr_adjacency,
+    reads_edge_value,
+)
+
+EdgeType = tuple[str, str, str]
+
+
+def relation_of(name: str) -> EdgeType | None:
+    """The edge type a relation conv's module name ends in, or ``None``.
+
+    ``to_hetero`` names a relation's conv ``'src__rel__dst'``, ``HeteroConv``
+    ``'<src___rel___dst>'``.
+
+    Example:
+        >>> relation_of("convs.0.paper__cites__paper")
+        ('paper', 'cites', 'paper')
+        >>> relation_of("convs.1.convs.<author___writes___paper>")
+        ('author', 'writes', 'paper')
+        >>> relation_of("lin") is None
+        True
+    """
+    key = name.rsplit(".", 1)[-1]
+    if key.startswith("<") and key.endswith(">"):
+        parts = key[1:-1].split("___")
+    else:
+        parts = key.split("__")
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
+
+def relation_convs(model: torch.nn.Module) -> list[tuple[EdgeType, MessagePassing]]:
+    """Every relation conv of ``model`` with its edge type, layer by layer.
+
+    Example:
+        >>> from torch_geometric.nn import GraphSAGE, to_hetero
+        >>> metadata = (["a"], [("a", "to", "a")])
+        >>> model = to_hetero(GraphSAGE(4, 8, num_layers=2), metadata)
+        >>> [edge_type for edge_type, _ in relation_convs(model)]
+        [('a', 'to', 'a'), ('a', 'to', 'a')]
+    """
+    return [
+        (relation, module)
+        for name, module in model.named_modules()
+        if isinstance(module, MessagePassing)
+        and (relation := relation_of(name)) is not None
+    ]
+
+
+@dataclass
+class _Forward:
+    # What one forward pass needs: the batch's per-hop counts, its edges (to
+    # tell which relation a conv runs on), its raw features (to check the
+    # bottom layer reads them), its hot rows and values, and the bottom
+    # layer's cold-row mask of each node type (made once, for all its relations).
+    num_layers: int
+    nodes: dict[str, list[int]]
+    edges: dict[EdgeType, list[int]]
+    edge_index: dict[EdgeType, Tensor]
+    x: dict[str, Tensor]
+    hot_index: dict[str, Tensor]
+    hot_agg: dict[EdgeType, Tensor]
+    # For inference: each relation's whole CSC graph; every destination row
+    # of every layer then gets its full-neighbourhood aggregate.
+    whole: dict[EdgeType, tuple[Tensor, Tensor]] | None = None
+    calls: dict[EdgeType, int] = field(default_factory=dict)
+    cold: dict[str, Tensor] = field(default_factory=dict)
+
+    def cold_mask(self, node_type: str, num_dst: int) -> Tensor:
+        """The bottom layer's mask of the ``num_dst`` rows of ``node_type`` not hot."""
+        if node_type not in self.cold:
+            self.cold[node_type] = cold_rows(num_dst, self.hot_index[node_type])
+        return self.cold[node_type]
+
+    def relation(self, edge_index: Any) -> EdgeType:
+        for edge_type, tensor in self.edge_index.items():
+            if tensor is edge_index:
+                return edge_type
+        raise ValueError(
+            "OrchModel runs a heterogeneous model's relation convs on the "
+            "batch's own edges, but a conv got an edge_index that is none of "
+            "batch.edge_index_dict's: call each relation's conv on its "
+            "edge_index as to_hetero and HeteroConv do, or use hot_ratio=0 "
+            "with the plain model"
+        )
+
+
+class HeteroLayers:
+    """Hooks a heterogeneous model's relation convs to run it on hot/cold batches.
+
+    Args:
+        model: a ``to_hetero`` model or a model of ``HeteroConv`` layers.
+
+    Attributes:
+        bottom: the bottom layer's conv of each relation.
+
+    Raises:
+        TypeError: ``model`` has no relation convs.
+
+    Example:
+        >>> from torch_geometric.nn import GraphSAGE, to_hetero
+        >>> metadata = (["a"], [("a", "to", "a")])
+        >>> layers = HeteroLayers(to_hetero(GraphSAGE(4, 8, num_layers=2), metadata))
+        >>> layers.kinds()
+        {('a', 'to', 'a'): 'mean'}
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        convs = relation_convs(model)
+        if not convs:
+            raise TypeError(
+                f"OrchModel wraps a torch_geometric.nn BasicGNN, a to_hetero "
+                f"model or a model of HeteroConv layers; {type(model).__name__} "
+                f"has no conv per relation"
+            )
+        self.model = model
+        self.bottom: dict[EdgeType, MessagePassing] = {}
+        for relation, conv in convs:
+            self.bottom.setdefault(relation, conv)
+            conv.register_forward_pre_hook(self._trim, with_kwargs=True)
+            conv.register_forward_hook(self._forget_hot_rows)
+            conv.register_aggregate_forward_hook(self._inject_hot_rows)
+            conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
+        self._forward: _Forward | None = None
+        self._hot_rows: tuple[Tensor, Tensor] | None = None
+
+    def check_edge_values(self, data: HeteroData) -> None:
+        """Refuses edge values of ``data`` that a relation conv would read.
+
+        A heterogeneous model runs as ``model(x_dict, edge_index_dict)``: a
+        relation's ``edge_weight`` or ``edge_attr`` that its conv takes would
+        be left out, and the outputs differ from a plain call given them.
+
+        Raises:
+            NotImplementedError: naming the relation, the value and the conv.
+        """
+        for relation, conv in relation_convs(self.model):
+            store = data[relation]
+            for name in ("edge_weight", "edge_attr"):
+                if store.get(name) is not None and reads_edge_value(conv, name):
+                    raise NotImplementedError(
+                        f"OrchModel runs a heterogeneous model as model(x_dict, "
+                        f"edge_index_dict), so data[{relation}].{name} would "
+                        f"not reach {conv}, which takes it: heterogeneous edge "
+                        f"values are not supported yet. Delete it from the "
+                        f"graph if the model should not read it"
+                    )
+
+    def kinds(self) -> dict[EdgeType, str | None]:
+        """The cache kind that serves each relation's bottom conv (``None``: none)."""
+        return {relation: cache_kind(conv) for relation, conv in self.bottom.items()}
+
+    def forward_batch(self, batch: HeteroData, device: torch.device) -> Any:
+        """The model's output for the seed nodes of a heterogeneous batch.
+
+        Args:
+            batch: a batch of :class:`~pyg_orch.OrchNeighborLoader` (or
+                :class:`~pyg_orch.OrchLinkNeighborLoader`), directional.
+            device: where the model's parameters are.
+
+        Returns:
+            For node batches, the seed type's rows ``[batch_size, C]``; for
+            link batches, the rows of each seed type's seeds, by node type.
+        """
+        self.check_edge_values(batch)
+        nodes, edges = _per_hop_counts(batch)
+        hot_index, hot_agg = {}, {}
+        if getattr(batch, "hot_kind", None) is not None:
+            hot_index = {
+                t: store.hot_index.to(device, non_blocking=True)
+                for t, store in zip(batch.node_types, batch.node_stores, strict=True)
+                if "hot_index" in store
+            }
+            hot_agg = {
+                r: store.hot_agg.to(device, non_blocking=True)
+                for r, store in zip(batch.edge_types, batch.edge_stores, strict=True)
+                if "hot_agg" in store
+            }
+        x = {t: v.to(device, non_blocking=True) for t, v in batch.x_dict.items()}
+        edge_index = {
+            r: v.to(device, non_blocking=True) for r, v in batch.edge_index_dict.items()
+        }
+        out = self.run(x, edge_index, nodes, edges, hot_index, hot_agg)
+        return _seed_rows(batch, out, nodes)
+
+    @torch.no_grad()
+    def inference(self, data: HeteroData, device: torch.device) -> Any:
+        """The model's output on the whole graph, every aggregation exact.
+
+        Each relation conv aggregates over every node's whole neighbourhood
+        with the Numba kernels, one layer at a time (no message row per edge).
+        A model with a relation conv the kernels cannot aggregate for (its
+        messages depend on weights) runs as the plain model on the whole
+        graph instead.
+        """
+        self.check_edge_values(data)
+        convs = relation_convs(self.model)
+        if any(cache_kind(conv) in (None, "gcn") for _, conv in convs):
+            return self.model(
+                {t: v.to(device) for t, v in data.x_dict.items()},
+                {r: v.to(device) for r, v in data.edge_index_dict.items()},
+            )
+        whole = {}
+        for relation in data.edge_types:
+            colptr, row, _ = to_csc(data[relation], device="cpu")
+            whole[relation] = (colptr, row)
+        edge_index = {r: v.to(device) for r, v in data.edge_index_dict.items()}
+        x = {t: v.to(device) for t, v in data.x_dict.items()}
+        self._forward = _Forward(0, {}, {}, edge_index, x, {}, {}, whole)
+        try:
+            return self.model(x, edge_index)
+        finally:
+            self._forward, self._hot_rows = None, None
+
+    def run(
+        self,
+        x: dict[str, Tensor],
+        edge_index: dict[EdgeType, Tensor],
+        nodes: dict[str, list[int]],
+        edges: dict[EdgeType, list[int]],
+        hot_index: dict[str, Tensor],
+        hot_agg: dict[EdgeType, Tensor],
+    ) -> Any:
+        """``model(x, edge_index)`` with every relation conv cut to its layer.
+
+        Args:
+            x: the batch's features per node type.
+            edge_index: the batch's edges per relation.
+            nodes: sampled nodes per hop, per node type.
+            edges: sampled edges per hop, per relation.
+            hot_index: the hot frontier rows per node type.
+            hot_agg: their aggregates per relation into their type.
+
+        Returns:
+            The model's output.
+
+        Raises:
+            ValueError: a relation conv is not called once per layer, or a hot
+                relation's bottom conv does not read the raw features.
+        """
+        num_layers = max((len(hops) for hops in edges.values()), default=0)
+        self._check_served(hot_index, hot_agg)
+        self._forward = _Forward(
+            num_layers, nodes, edges, edge_index, x, hot_index, hot_agg
+        )
+        try:
+            out = self.model(x, edge_index)
+            calls = self._forward.calls
+        finally:
+            self._forward, self._hot_rows = None, None
+        wrong = {r: n for r, n in calls.items() if n != num_layers}
+        if wrong:
+            raise ValueError(
+                f"OrchModel needs each relation conv called once per layer "
+                f"({num_layers}, one per sampled hop); these were called "
+                f"otherwise: {wrong}"
+            )
+        return out
+
+    def _check_served(
+        self, hot_index: dict[str, Tensor], hot_agg: dict[EdgeType, Tensor]
+    ) -> None:
+        # Every relation into a type with hot rows needs their aggregates.
+        for relation in self.bottom:
+            index = hot_index.get(relation[2])
+            if index is not None and index.numel() and relation not in hot_agg:
+                raise ValueError(
+                    f"this batch has hot {relation[2]!r} rows but no hot values "
+                    f"for relation {relation}, which the model aggregates: the "
+                    f"loader serves the model wrapped with it last; wrap this "
+                    f"model with OrchModel(model, loader) before drawing batches"
+                )
+
+    def _trim(self, conv: torch.nn.Module, args: tuple, kwargs: dict) -> Any:
+        forward = self._forward
+        if forward is None:
+            return None  # the model run by itself: untouched
+        # Positional from here on: x, edge_index, then the conv's other inputs.
+        kwargs = dict(kwargs)
+        x = args[0] if args else kwargs.pop("x")
+        edge_index = args[1] if len(args) > 1 else kwargs.pop("edge_index")
+        rest = args[2:]
+        if any(isinstance(v, Tensor) for v in (*rest, *kwargs.values())):
+            raise NotImplementedError(
+                f"OrchModel does not cut edge weights or features of "
+                f"heterogeneous batches to each layer yet; {type(conv).__name__} "
+                f"got one. Use the plain model"
+            )
+        relation = forward.relation(edge_index)
+        layer = forward.calls.get(relation, 0)
+        forward.calls[relation] = layer + 1
+        x_src, x_dst = x if isinstance(x, tuple | list) else (x, x)
+        if forward.whole is not None:
+            kwargs["size"] = (x_src.size(0), x_dst.size(0))
+            return self._whole_neighbourhood(conv, relation, x_src, x_dst), kwargs
+        if layer >= forward.num_layers:
+            return None  # refused by run() once the model returns
+        source, _, target = relation
+        hops = forward.num_layers - layer
+        num_src = sum(forward.nodes[source][: hops + 1])
+        num_dst = sum(forward.nodes[target][:hops])
+        src, dst = edge_index[:, : sum(forward.edges[relation][:hops])]
+        if layer == 0 and relation in forward.hot_agg:
+            self._check_bottom(conv, relation, x_src, forward)
+            # Hot rows come from the cache: their sampled edges are not needed.
+            cold = forward.cold_mask(target, num_dst)[dst]
+            src, dst = src[cold], dst[cold]
+            self._hot_rows = (forward.hot_index[target], forward.hot_agg[relation])
+        inputs = (_rows(x_src, num_src), _rows(x_dst, num_dst))
+        if isinstance(conv.aggr, str) and conv.aggr in FUSED:
+            ones = x_src.new_ones(src.numel())
+            adjacency = csr_adjacency(src, dst, ones, num_dst, num_src)
+            return (inputs, adjacency, *rest), kwargs
+        kwargs["size"] = (num_src, num_dst)
+        return (inputs, torch.stack([src, dst]), *rest), kwargs
+
+    def _whole_neighbourhood(
+        self, conv: Any, relation: EdgeType, x_src: Tensor, x_dst: Tensor
+    ) -> tuple:
+        # Every destination row is "hot": its aggregate over the whole
+        # neighbourhood comes from the Numba kernel, so no edge is needed.
+        colptr, row = self._forward.whole[relation]
+        source = x_src.detach().cpu().contiguous()
+        agg = torch.empty(x_dst.size(0), source.size(1), dtype=source.dtype)
+        aggregate(
+            colptr.numpy(), row.numpy(), source.numpy(),
+            torch.arange(x_dst.size(0)).numpy(), cache_kind(conv), agg.numpy(),
+        )  # fmt: skip
+        self._hot_rows = (
+            torch.arange(x_dst.size(0), device=x_dst.device),
+            agg.to(x_dst.device),
+        )
+        no_edges = torch.zeros(2, 0, dtype=torch.long, device=x_dst.device)
+        return (x_src, x_dst), no_edges
+
+    def _check_bottom(
+        self, conv: Any, relation: EdgeType, x_src: Tensor, forward: _Forward
+    ) -> None:
+        # The cache holds aggregates of raw features for the bottom conv.
+        if conv is not self.bottom[relation] or x_src is not forward.x[relation[0]]:
+            raise ValueError(
+                f"the hot cache holds aggregates of the raw features of "
+                f"{relation[0]!r} for relation {relation}'s bottom conv, but "
+                f"that conv does not take batch.x_dict[{relation[0]!r}] as it "
+                f"is (a layer before it transforms the features?): aggregate "
+                f"raw features in the bottom layer, or use hot_ratio=0"
+            )
+
+    def _inject_hot_rows(self, module: Any, inputs: Any, output: Tensor) -> Any:
+        # Replaces the aggregation of the hot rows by their cached aggregates.
+        if self._hot_rows is None:
+            return None
+        hot_index, hot_value = self._hot_rows
+        return output.index_copy(0, hot_index, hot_value.to(output.dtype))
+
+    def _forget_hot_rows(self, module: Any, inputs: Any, output: Any) -> None:
+        self._hot_rows = None
+
+
+def _per_hop_counts(
+    batch: HeteroData,
+) -> tuple[dict[str, list[int]], dict[EdgeType, list[int]]]:
+    # Sampled nodes per hop of each type and edges per hop of each relation.
+    try:
+        nodes = {
+            t: list(store.num_sampled_nodes)
+            for t, store in zip(batch.node_types, batch.node_stores, strict=True)
+        }
+        edges = {
+            r: list(store.num_sampled_edges)
+            for r, store in zip(batch.edge_types, batch.edge_stores, strict=True)
+        }
+    except (AttributeError, KeyError, TypeError):
+        raise ValueError(
+            "OrchModel needs directional batches with per-hop counts "
+            "(num_sampled_nodes, num_sampled_edges) from OrchNeighborLoader or "
+            "OrchLinkNeighborLoader; this batch has none (induced subgraph?)"
+        ) from None
+    return nodes, edges
+
+
+def _seed_rows(batch: HeteroData, out: Any, nodes: dict[str, list[int]]) -> Any:
+    # The seed type's first batch_size rows, or each type's seeds (links).
+    if not isinstance(out, dict):
+        return out
+    for node_type, store in zip(batch.node_types, batch.node_stores, strict=True):
+        if "batch_size" in store and node_type in out:
+            return out[node_type][: store.batch_size]
+    return {
+        node_type: value[: nodes[node_type][0]]
+        for node_type, value in out.items()
+        if nodes.get(node_type, [0])[0] > 0
+    }
+
+
+def _rows(x: Tensor, count: int) -> Tensor:
+    # The first rows of x; x itself when that is all of them, which spares
+    # the backward pass a zero-filled gradient of x's size per relation.
+    return x if x.size(0) == count else x[:count]

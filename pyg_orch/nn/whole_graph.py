@@ -1,0 +1,90 @@
+"""The whole graph as the aggregation kernel reads it, for layer-wise inference.
+
+Evaluation runs on the same graph every epoch, and building the CSC form
+sorts every edge: :class:`WholeGraph` builds it once per graph and derives
+what each aggregation needs from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.sampler.utils import to_csc
+
+from pyg_orch.kernels.aggregate import gcn_inverse_sqrt_degree
+
+
+class WholeGraph:
+    """The arguments of :func:`~pyg_orch.kernels.aggregate.aggregate` for a graph.
+
+    Kept while ``edge_index`` (and ``edge_weight``) stay the same tensors.
+
+    Example:
+        >>> import torch
+        >>> data = Data(edge_index=torch.tensor([[1, 2], [0, 0]]), num_nodes=3)
+        >>> colptr, row, kind, norm, weight = WholeGraph().arguments(
+        ...     data, "mean", None, np.dtype(np.float32))
+        >>> colptr.tolist(), row.tolist(), kind, norm, weight
+        ([0, 2, 2, 2], [1, 2], 'mean', None, None)
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._csc: tuple[Tensor, Tensor, Tensor | None] | None = None
+        self._by_kind: dict[str, tuple] = {}
+
+    def arguments(
+        self, data: Data, kind: str, edge_weight: Tensor | None, dtype: np.dtype
+    ) -> tuple:
+        """``(colptr, row, kernel kind, gcn_norm, edge weights)`` for ``kind``.
+
+        Args:
+            data: the whole graph.
+            kind: the layer's aggregation (``"sum"``, ``"mean"``, ``"max"``,
+                ``"gcn"``).
+            edge_weight: the graph's ``edge_weight`` the layer reads, or
+                ``None``; with ``"gcn"``, PyG's ``gcn_norm`` weighs each edge
+                (its self loops included) and the kernel sums.
+            dtype: the features' NumPy dtype (GCN's degrees are in it).
+        """
+        key = (
+            data.edge_index.data_ptr(), data.num_edges, data.num_nodes, dtype,
+            None if edge_weight is None else edge_weight.data_ptr(),
+        )  # fmt: skip
+        if self._key != key:
+            self._key, self._csc, self._by_kind = key, None, {}
+        if kind not in self._by_kind:
+            self._by_kind[kind] = self._arguments(data, kind, edge_weight, dtype)
+        return self._by_kind[kind]
+
+    def _arguments(self, data, kind, edge_weight, dtype) -> tuple:
+        if kind == "gcn" and edge_weight is not None:
+            edge_index, weight = gcn_norm(
+                data.edge_index, edge_weight, data.num_nodes, dtype=edge_weight.dtype
+            )
+            normalised = Data(edge_index=edge_index, num_nodes=data.num_nodes)
+            colptr, row, perm = to_csc(normalised, device="cpu")
+            return colptr, row, "sum", None, _in_csc_order(weight, perm)
+        colptr, row, perm = self._plain_csc(data)
+        if edge_weight is not None:
+            return colptr, row, kind, None, _in_csc_order(edge_weight, perm)
+        norm = (
+            gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy(), dtype)
+            if kind == "gcn"
+            else None
+        )
+        return colptr, row, kind, norm, None
+
+    def _plain_csc(self, data: Data) -> tuple[Tensor, Tensor, Tensor | None]:
+        # One CSC form serves every kind of the model's layers.
+        if self._csc is None:
+            self._csc = to_csc(data, device="cpu")
+        return self._csc
+
+
+def _in_csc_order(weight: Tensor, perm: Tensor | None) -> np.ndarray:
+    return (weight if perm is None else weight[perm]).detach().numpy()

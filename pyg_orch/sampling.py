@@ -14,7 +14,9 @@ import torch
 from torch import Tensor
 from torch_geometric import typing as pyg_typing
 from torch_geometric.sampler import (
+    EdgeSamplerInput,
     HeteroSamplerOutput,
+    NegativeSampling,
     NeighborSampler,
     SamplerOutput,
 )
@@ -463,6 +465,40 @@ class OrchNeighborSampler(NeighborSampler):
         share_memory = arguments.get("num_workers", 0) > 0
         return cls(data, num_neighbors, share_memory=share_memory, **options)
 
+    def sample_from_edges(
+        self, inputs: EdgeSamplerInput, neg_sampling: NegativeSampling | None = None
+    ) -> SamplerOutput | HeteroSamplerOutput:
+        """PyG's edge sampling, its negatives drawn as the seeds are.
+
+        Within :func:`drawing_from` (a loader's pipeline) the negatives come
+        from that thread's generator, as the neighbours do, so that an epoch
+        is the same whatever the threads' timing and resumes batch for batch;
+        elsewhere from torch's global generator, as in PyG.
+
+        Example:
+            >>> from torch_geometric.data import Data
+            >>> from torch_geometric.sampler import EdgeSamplerInput
+            >>> data = Data(edge_index=torch.tensor([[0, 1, 2], [1, 2, 0]]),
+            ...             num_nodes=3)
+            >>> sampler = OrchNeighborSampler(data, [1])
+            >>> seeds = EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]))
+            >>> def draw():
+            ...     with drawing_from(torch.Generator().manual_seed(0)):
+            ...         negatives = NegativeSampling("binary")
+            ...         out = sampler.sample_from_edges(seeds, negatives)
+            ...     return out.metadata[1].tolist()
+            >>> draw() == draw()
+            True
+        """
+        if neg_sampling is not None and _generator() is not None:
+            neg_sampling = _DrawnNegatives(
+                neg_sampling.mode,
+                neg_sampling.amount,
+                neg_sampling.src_weight,
+                neg_sampling.dst_weight,
+            )
+        return super().sample_from_edges(inputs, neg_sampling)
+
     def __getstate__(self) -> dict[str, Any]:
         # The kernel's layout stays in its process; a worker rebuilds it.
         return {**self.__dict__, "_layout": None}
@@ -598,6 +634,23 @@ class OrchNeighborSampler(NeighborSampler):
             num_sampled_edges=self._per_hop(
                 dict(zip(edge_types_out, edges_per_hop.tolist(), strict=True))
             ),
+        )
+
+
+class _DrawnNegatives(NegativeSampling):
+    # PyG's negative sampling, drawn from this thread's generator: PyG's
+    # sample() draws from torch's global one, which the training thread
+    # shares.
+    def sample(
+        self, num_samples: int, endpoint: str, num_nodes: int | None = None
+    ) -> Tensor:
+        weight = self.src_weight if endpoint == "src" else self.dst_weight
+        if weight is None and num_nodes is not None:
+            return torch.randint(num_nodes, (num_samples,), generator=_generator())
+        if weight is None or (num_nodes is not None and weight.numel() != num_nodes):
+            return super().sample(num_samples, endpoint, num_nodes)  # PyG's error
+        return torch.multinomial(
+            weight, num_samples, replacement=True, generator=_generator()
         )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ import torch
 from torch import Tensor
 
 from pyg_orch.checks import checkpoint_key as _key
+from pyg_orch.hot.cache import HotCache
 
 if TYPE_CHECKING:
     pass
@@ -247,3 +249,106 @@ def check_saved_weights(layer: torch.nn.Module, refreshes: dict[int, Any]) -> No
                 f"not fit the bottom layer of the model serving this loader "
                 f"({error}); wrap the model of the saved run"
             ) from None
+
+
+def cache_refresher(
+    cache: HotCache | Any | None,
+    fanout: int,
+    super_batch: int,
+    staleness: int,
+    base_seed: int,
+    start: int,
+    started: dict[int, tuple[int, Any]],
+) -> HotRefresher | None:
+    """The refresher of an epoch's hot values (``None`` for static ones).
+
+    Args:
+        cache: the loader's hot cache, served.
+        fanout: neighbours sampled per hot vertex.
+        super_batch: batches served by one buffer.
+        staleness: the staleness bound.
+        base_seed: the epoch's refresh seed.
+        start: the first batch of the epoch to produce.
+        started: the epoch's hot buffers started and still needed
+            (see :class:`~pyg_orch.loading.epoch.EpochPlan`), kept up to date.
+
+    Raises:
+        RuntimeError: embedding mode before a model serves the loader.
+        ValueError: saved weights that do not fit the served layer.
+
+    Example:
+        >>> from pyg_orch import HotSet, OrchNeighborSampler
+        >>> from pyg_orch.hot.options import HotOptions
+        >>> from pyg_orch.hot.vertices import HotVertices
+        >>> from pyg_orch.datasets import load_cora
+        >>> data = load_cora()
+        >>> options = HotOptions(cache="resample", super_batch=2)
+        >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, None,
+        ...                   options, [5])
+        >>> hot.use(HotSet(torch.tensor([7]), torch.zeros(0), "given"))
+        >>> version = hot.serve("mean")
+        >>> refresher = hot.refresher(base_seed=0, start=0, started={})
+        >>> refresher.on_step(0)
+        >>> refresher.values(0).values.shape
+        torch.Size([1, 1433])
+        >>> refresher.close()
+    """
+    if cache is None or cache.mode == "static":
+        return None
+    kind = cache.kind
+    if cache.mode == "resample":
+        snapshot = None
+
+        def compute(version: int, _: Any) -> Tensor:
+            seed = refresh_seed(base_seed, version)
+            return cache.resample(fanout, seed, kind=kind)
+
+    else:
+        if cache.snapshot is None:
+            raise RuntimeError(
+                "cache='embedding' needs the model: wrap it with "
+                "OrchModel(model, loader) before iterating"
+            )
+        # The refresher's payloads are the layer's weights, not layers, so
+        # that a checkpoint can save those of the buffers started. One
+        # layer computes them all, in the refresher thread.
+        layer = cache.snapshot()
+        check_saved_weights(layer, started)
+
+        def snapshot() -> dict[str, Tensor]:
+            return cache.snapshot().state_dict()
+
+        def compute(version: int, weights: dict[str, Tensor]) -> Tensor:
+            layer.load_state_dict(weights)
+            return cache.embed(layer, fanout, refresh_seed(base_seed, version))
+
+    return HotRefresher(
+        compute,
+        super_batch,
+        staleness,
+        snapshot,
+        seed=base_seed,
+        first_version=start // super_batch,
+        started=started,
+    )
+
+
+def refresh_once(
+    cache: HotCache | Any | None, fanout: int, super_batch: int
+) -> tuple[float, Tensor | None]:
+    """One hot refresh, timed: seconds per batch of its super-batch, values.
+
+    ``(0.0, None)`` for static values, which are never refreshed.
+
+    Example:
+        >>> refresh_once(None, fanout=5, super_batch=8)
+        (0.0, None)
+    """
+    if cache is None or cache.mode == "static":
+        return 0.0, None
+    tick = time.perf_counter()
+    if cache.mode == "resample":
+        values = cache.resample(fanout, 0)
+    else:
+        values = cache.embed(cache.snapshot(), fanout, 0)
+    return (time.perf_counter() - tick) / super_batch, values

@@ -8,7 +8,9 @@ the smallest ratio within :data:`AUTO_MARGIN` of the best.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 # The ratios hot_ratio="auto" measures; NeutronOrch sweeps 0.05 to 0.25.
 AUTO_RATIOS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
@@ -115,3 +117,51 @@ def median_seconds(seconds: list[float]) -> float:
         2.0
     """
     return statistics.median(seconds) if seconds else 0.0
+
+
+def tune_ratio(
+    use: Callable[[float], Any],
+    measure: Callable[[int], tuple[float, float]],
+    ratios: tuple[float, ...],
+    batches: int,
+    overlap: bool,
+) -> HotRatioTuning:
+    """Chooses ``hot_ratio="auto"`` from measurements at each candidate.
+
+    See :meth:`~pyg_orch.OrchNeighborLoader.tune_hot_ratio`.
+
+    Args:
+        use: ``use(ratio)`` makes the hot set of ``ratio`` current and
+            prepares its cache for the model.
+        measure: ``measure(batches)``: median CPU and device seconds per
+            batch over ``batches`` batches, at the current hot set.
+        ratios: the candidates.
+        batches: timed batches per candidate.
+        overlap: whether CPU and device work run at once (a pipeline).
+
+    Returns:
+        The measurements and the choice, whose ratio is left in use.
+
+    Example:
+        >>> used = []
+        >>> def measure(batches):  # CPU time falls with the hot ratio
+        ...     return 1.0 - used[-1] if used else 1.0, 0.9
+        >>> tune_ratio(used.append, measure, (0.0, 0.1, 0.2), batches=1,
+        ...            overlap=True).chosen
+        0.1
+    """
+    # A discarded round first: one-off costs (kernel compilation, lazy
+    # initialisation, allocator growth) would otherwise land on the first.
+    measure(1)
+    # Rounds visit every candidate in turn, so that a slow spell of a
+    # shared machine spreads over all of them; medians over rounds.
+    rounds: list[list[tuple[float, float]]] = [[] for _ in ratios]
+    for _ in range(AUTO_ROUNDS):
+        for measured, ratio in zip(rounds, ratios, strict=True):
+            use(ratio)
+            measured.append(measure(batches))
+    cpu = [median_seconds([c for c, _ in measured]) for measured in rounds]
+    device = [median_seconds([d for _, d in measured]) for measured in rounds]
+    chosen = choose_hot_ratio(list(ratios), cpu, device, overlap)
+    use(chosen)
+    return HotRatioTuning(list(ratios), cpu, device, overlap, chosen)

@@ -10,8 +10,6 @@ batch, the refreshes of re-sampled or embedded values, and the choice of
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,9 +19,7 @@ from torch_geometric.data import Data
 from torch_geometric.sampler.base import SubgraphType
 
 from pyg_orch.hot.cache import (
-    AGGREGATIONS,
     HotCache,
-    check_resampled,
     hot_row_bytes,
 )
 from pyg_orch.hot.choice import (
@@ -32,28 +28,24 @@ from pyg_orch.hot.choice import (
     as_hot_set,
     check_hot_ratio,
     check_type_ratios,
-    frontier_size,
     select_hot,
     top_by_type,
 )
-from pyg_orch.hot.refresher import (
-    HotRefresher,
-    check_saved_weights,
-    refresh_seed,
-)
+from pyg_orch.hot.options import HotOptions
+from pyg_orch.hot.refresher import HotRefresher, cache_refresher, refresh_once
 from pyg_orch.hot.relation_cache import RelationCache
+from pyg_orch.hot.serving import (
+    annotate_batch,
+    apply_serving,
+    check_served,
+    next_version,
+)
 from pyg_orch.hot.tuning import (
     AUTO_RATIOS,
-    AUTO_ROUNDS,
     HotRatioTuning,
-    choose_hot_ratio,
-    median_seconds,
+    tune_ratio,
 )
 from pyg_orch.sampling import OrchNeighborSampler
-
-# Versions of serve, unique in the process: a batch's hot_version names the
-# serving, whichever loader made it.
-_SERVINGS = itertools.count(1)
 
 
 class HotVertices:
@@ -65,20 +57,18 @@ class HotVertices:
         features: the loader's node features (``None`` without any); on a
             heterogeneous graph, a dict of them per node type.
         device: where the loader delivers batches (``None``: the CPU).
-        ratio: the ``hot_ratio`` argument (a fraction, or ``"auto"``; on a
-            heterogeneous graph also a dict of fractions per node type).
-        mode: the ``cache`` argument: a cache mode, or ``None`` (static
-            unless the model needs embedding mode).
-        super_batch: batches served by one re-sampled or embedded buffer.
+        options: the loader's hot settings.
         num_neighbors: the loader's fan-outs.
-        staleness: most training steps between the making of hot values and
-            their use; ``None``: ``2 * super_batch - 1``.
-        fanout: neighbours sampled per hot vertex by a refresh; ``None``:
-            the largest of ``num_neighbors``.
         edge_weight: the graph's ``edge_weight``, which the ``weighted_``
             aggregations multiply the rows by (``None``: it has none).
 
     Attributes:
+        options: the hot settings.
+        mode: the ``cache`` setting (``None``: static unless the model needs
+            embedding mode).
+        super_batch: batches served by one re-sampled or embedded buffer.
+        staleness: the staleness bound.
+        fanout: neighbours sampled per hot vertex by a refresh.
         ratio: the hot ratio; ``"auto"`` until :meth:`tune` chooses it.
         hot: the :class:`~pyg_orch.hot.choice.HotSet`, or ``None``.
         cache: its :class:`~pyg_orch.HotCache`, or ``None``.
@@ -90,9 +80,10 @@ class HotVertices:
         >>> from pyg_orch import OrchNeighborSampler
         >>> from pyg_orch.datasets import load_cora
         >>> data = load_cora()
-        >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, ratio=0.1,
-        ...                   mode=None, super_batch=8, num_neighbors=[5])
-        >>> hot.choose(None, "degree", torch.arange(64), 64, 1)
+        >>> options = HotOptions(0.1, "degree")
+        >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, None,
+        ...                   options, [5])
+        >>> hot.choose(torch.arange(64), 64)
         >>> hot.cache.num_hot, hot.staleness, hot.fanout
         (271, 15, 5)
         >>> version = hot.serve("mean")
@@ -104,22 +95,18 @@ class HotVertices:
         self,
         sampler: Any,
         features: Tensor | dict[str, Tensor] | None,
-        device: torch.device | None = None,
-        *,
-        ratio: HotRatio,
-        mode: str | None,
-        super_batch: int,
+        device: torch.device | None,
+        options: HotOptions,
         num_neighbors: Any,
-        staleness: int | None = None,
-        fanout: int | None = None,
         edge_weight: Tensor | None = None,
     ) -> None:
         self.sampler, self.features, self.device = sampler, features, device
         self.edge_weight = edge_weight
-        self.ratio, self.mode = ratio, mode
-        self.super_batch = super_batch
-        self.staleness = 2 * super_batch - 1 if staleness is None else staleness
-        self.fanout = _default_fanout(num_neighbors, fanout)
+        self.options = options
+        self.ratio, self.mode = options.hot_ratio, options.cache
+        self.super_batch = options.super_batch
+        self.staleness = options.staleness_bound
+        self.fanout = options.fanout(num_neighbors)
         self.hot: HotSet | None = None
         self.cache: HotCache | RelationCache | None = None
         self.tuning: HotRatioTuning | None = None
@@ -130,11 +117,8 @@ class HotVertices:
 
     def choose(
         self,
-        hot: HotSet | Tensor | None,
-        method: str,
         input_nodes: Any,
         batch_size: int,
-        presample_epochs: int,
         input_type: str | None = None,
         neg_sampling: Any = None,
     ) -> None:
@@ -144,14 +128,15 @@ class HotVertices:
         are numbered as the sampler's kernel numbers the nodes of all types
         (see :func:`~pyg_orch.hot.choice.presample_counts`).
 
+        The hot set is ``options.hot`` if given, else chosen by
+        ``options.hot_method`` (``presample`` samples ``presample_epochs``
+        epochs of the seeds).
+
         Args:
-            hot: the ``hot`` argument: a hot set to use, or ``None``.
-            method: ``"presample"`` or ``"degree"``.
             input_nodes: the training seeds (``presample`` samples them):
                 nodes, or an :class:`~torch_geometric.sampler.EdgeSamplerInput`
                 for link prediction.
             batch_size: seeds per batch for ``presample``.
-            presample_epochs: epochs sampled by ``presample``.
             input_type: the seeds' node type on a heterogeneous graph.
             neg_sampling: the negatives sampled with seed edges.
 
@@ -164,29 +149,30 @@ class HotVertices:
             >>> from pyg_orch import OrchNeighborSampler
             >>> from pyg_orch.datasets import load_cora
             >>> data = load_cora()
-            >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, ratio=0.0,
-            ...                   mode=None, super_batch=8, num_neighbors=[5])
-            >>> hot.choose(torch.tensor([3, 1]), "presample", torch.arange(8), 8, 1)
+            >>> options = HotOptions(hot=torch.tensor([3, 1]))
+            >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, None,
+            ...                   options, [5])
+            >>> hot.choose(torch.arange(8), 8)
             >>> hot.hot.nodes.tolist(), hot.hot.method
             ([1, 3], 'given')
         """
-        auto = self.ratio == "auto"
+        hot, auto = self.options.hot, self.ratio == "auto"
         if auto or hot is not None or _positive(self.ratio):
-            self._check_support()
+            check_support(self.sampler, self.features, self.mode)
         if auto or (hot is None and _positive(self.ratio)):
             chosen = select_hot(
                 self.sampler,
                 input_nodes,
                 max(AUTO_RATIOS) if auto else self.ratio,
-                method,
+                self.options.hot_method,
                 batch_size=batch_size,
-                epochs=presample_epochs,
+                epochs=self.options.presample_epochs,
                 # Deterministic under torch.manual_seed, and without drawing
                 # from the global generator, so a hot ratio leaves the
                 # shuffles and initialisations of a seeded run unchanged.
                 seed=torch.initial_seed(),
                 input_type=input_type,
-                ranges=self._ranges(),
+                ranges=_type_ranges(self.sampler, self.features),
                 neg_sampling=neg_sampling,
             )
             if auto:
@@ -201,63 +187,6 @@ class HotVertices:
                 f"cache={self.mode!r} needs hot vertices: set hot_ratio > 0 or hot"
             )
 
-    def _check_support(self) -> None:
-        sampler = self.sampler
-        if not isinstance(sampler, OrchNeighborSampler):
-            raise NotImplementedError(
-                "hot vertices need OrchNeighborLoader's own Numba sampler, not "
-                "a neighbor_sampler of your own; drop it or set hot_ratio=0"
-            )
-        # A hot vertex's cached input is its whole neighbourhood, averaged
-        # uniformly and at no time: what these options sample differs.
-        unsupported = {
-            "subgraph_type other than 'directional'": (
-                sampler.subgraph_type != SubgraphType.directional
-            ),
-            "disjoint=True": sampler.disjoint and not sampler.is_temporal,
-            "time_attr (temporal sampling)": sampler.is_temporal,
-            "weight_attr (weighted sampling)": sampler.edge_weight is not None,
-        }
-        for option, used in unsupported.items():
-            if used:
-                raise NotImplementedError(
-                    f"hot vertices do not support {option}: their cached "
-                    f"bottom-layer input is the uniform aggregation of the "
-                    f"whole neighbourhood. Drop the option or set hot_ratio=0."
-                )
-        if self.features is None or (
-            isinstance(self.features, dict) and not self.features
-        ):
-            raise ValueError(
-                "hot vertices need node features data.x to aggregate; give the "
-                "graph an x or set hot_ratio=0"
-            )
-        if sampler.is_hetero and self.mode not in (None, "static"):
-            raise NotImplementedError(
-                f"cache={self.mode!r} is not supported on heterogeneous graphs "
-                f"yet: their hot values are static, exact full-neighbourhood "
-                f"aggregates per relation. Leave cache unset (or 'static')"
-            )
-
-    def _ranges(self) -> dict[str, tuple[int, int]] | None:
-        # On a heterogeneous graph, the node types that can be hot (those
-        # with incoming relations, all of whose sources have features) and
-        # the range of their ids in the kernel's numbering.
-        sampler = self.sampler
-        if not sampler.is_hetero:
-            return None
-        layout = sampler.layout
-        offsets = layout.graph[6].tolist()
-        incoming: dict[str, list[str]] = {}
-        for src, _, dst in layout.edge_types:
-            incoming.setdefault(dst, []).append(src)
-        return {
-            node_type: (offsets[k], offsets[k + 1])
-            for k, node_type in enumerate(layout.node_types)
-            if node_type in incoming
-            and all(src in self.features for src in incoming[node_type])
-        }
-
     def check_ratio(self, ratio: Any, name: str) -> None:
         """Raises a :class:`ValueError` naming ``name`` unless ``ratio`` fits.
 
@@ -265,13 +194,17 @@ class HotVertices:
         node type, naming only types that can be hot.
 
         Example:
-            >>> HotVertices(None, None, ratio=0.0, mode=None, super_batch=8,
-            ...             num_neighbors=[5]).check_ratio({"paper": 0.2}, "r")
+            >>> hot = HotVertices(None, None, None, HotOptions(), [5])
+            >>> hot.check_ratio({"paper": 0.2}, "r")
             Traceback (most recent call last):
             ...
             ValueError: r is a dict of fractions per node type, which fits a heterogeneous graph only: give one fraction
         """  # noqa: E501 - a doctest's output is one line
-        ranges = self._ranges() if self.sampler is not None else None
+        ranges = (
+            _type_ranges(self.sampler, self.features)
+            if self.sampler is not None
+            else None
+        )
         if ranges is not None:
             check_type_ratios(ratio, list(ranges), name)
         elif isinstance(ratio, dict):
@@ -290,8 +223,7 @@ class HotVertices:
             >>> from pyg_orch.datasets import load_cora
             >>> data = load_cora()
             >>> sampler = OrchNeighborSampler(data, [5])
-            >>> hot = HotVertices(sampler, data.x, ratio=0.0, mode=None,
-            ...                   super_batch=8, num_neighbors=[5])
+            >>> hot = HotVertices(sampler, data.x, None, HotOptions(), [5])
             >>> hot.use(HotSet(torch.tensor([0]), torch.zeros(0), "given"))
             >>> int(sampler.hot_mask.sum()), hot.cache.mode
             (1, 'static')
@@ -329,9 +261,8 @@ class HotVertices:
             >>> from pyg_orch.datasets import load_cora
             >>> data = load_cora()
             >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x,
-            ...                   torch.device("cpu"), ratio=0.1, mode=None,
-            ...                   super_batch=8, num_neighbors=[5])
-            >>> hot.choose(None, "degree", torch.arange(64), 64, 1)
+            ...                   torch.device("cpu"), HotOptions(0.1, "degree"), [5])
+            >>> hot.choose(torch.arange(64), 64)
             >>> reserved = hot.reserve_device(10**9)  # bytes of 271 rows of 1433
             >>> reserved == 271 * 1433 * 4, hot.cache.device
             (True, device(type='cpu'))
@@ -364,76 +295,15 @@ class HotVertices:
             The serving's version, unique in the process.
 
         Example:
-            >>> hot = HotVertices(None, None, ratio=0.0, mode=None, super_batch=8,
-            ...                   num_neighbors=[5])
+            >>> hot = HotVertices(None, None, None, HotOptions(), [5])
             >>> hot.serve("mean")
             Traceback (most recent call last):
             ...
             ValueError: this loader has no hot vertices (hot_ratio=0 and no hot set): there are no hot values to serve
         """  # noqa: E501 - a doctest's output is one line
-        self._apply_serving(kind, snapshot)
-        self.version = next(_SERVINGS)
+        apply_serving(self.cache, kind, snapshot)
+        self.version = next_version()
         return self.version
-
-    def _apply_serving(self, kind: Any, snapshot: Callable[[], Any] | None) -> None:
-        # Sets the cache up for `kind`; the version is serve's to give.
-        cache = self.cache
-        if cache is None:
-            raise ValueError(
-                "this loader has no hot vertices (hot_ratio=0 and no hot set): "
-                "there are no hot values to serve"
-            )
-        if isinstance(cache, RelationCache):
-            if not isinstance(kind, dict):
-                raise NotImplementedError(
-                    f"a heterogeneous graph's hot nodes are served per relation: "
-                    f"kind must be a dict of aggregations by edge type, got "
-                    f"{kind!r} (a bottom layer that aggregates with weights, "
-                    f"such as GATConv, needs cache='embedding', which "
-                    f"heterogeneous graphs do not support yet: set hot_ratio=0)"
-                )
-            cache.serve(kind)
-        elif kind == "embedding":
-            self._serve_embedding(cache, snapshot)
-        else:
-            self._serve_aggregation(cache, kind)
-
-    @staticmethod
-    def _serve_embedding(cache: HotCache, snapshot: Any) -> None:
-        if snapshot is None:
-            raise ValueError("serve('embedding') needs the snapshot of the layer")
-        if cache.mode_chosen and cache.mode != "embedding":
-            raise NotImplementedError(
-                f"the bottom layer aggregates with weights, so its hot rows need "
-                f"layer outputs, but the loader was built with "
-                f"cache={cache.mode!r}, which serves raw-feature aggregations; "
-                f"build it with cache='embedding' (or leave cache unset)"
-            )
-        cache.mode, cache.kind, cache.snapshot = "embedding", "embedding", snapshot
-
-    @staticmethod
-    def _serve_aggregation(cache: HotCache, kind: str) -> None:
-        if kind not in AGGREGATIONS:
-            raise ValueError(
-                f"kind must be one of {AGGREGATIONS} or 'embedding', got {kind!r}"
-            )
-        if cache.mode == "embedding":
-            if cache.mode_chosen:
-                raise NotImplementedError(
-                    "the loader was built with cache='embedding', which serves "
-                    "layer outputs; serve it with kind='embedding' or build it "
-                    "with another cache mode"
-                )
-            cache.mode = "static"  # an earlier model had switched it
-        if cache.mode == "resample":
-            check_resampled(kind)  # before a refresher thread would fail on it
-        cache.kind, cache.snapshot = kind, None
-        if cache.mode == "static":
-            # Computed now, not during the first batch: before any worker
-            # process is forked, and outside the training time.
-            cache.values()
-            if cache.device is not None:
-                cache.device_values()
 
     @property
     def served(self) -> tuple[str | None, int] | None:
@@ -446,164 +316,30 @@ class HotVertices:
         return self.cache is not None and self.cache.mode != "static"
 
     def check_ready(self) -> None:
-        """Raises a :class:`RuntimeError` unless batches can be drawn.
-
-        Example:
-            >>> HotVertices(None, None, ratio="auto", mode=None, super_batch=8,
-            ...             num_neighbors=[5]).check_ready()
-            Traceback (most recent call last):
-            ...
-            RuntimeError: hot_ratio='auto' is chosen from measurements of the model: wrap it with OrchModel(model, loader) before iterating
-        """  # noqa: E501 - a doctest's output is one line
-        if self.ratio == "auto":
-            raise RuntimeError(
-                "hot_ratio='auto' is chosen from measurements of the model: wrap "
-                "it with OrchModel(model, loader) before iterating"
-            )
-        if self.cache is not None and self.cache.kind is None:
-            raise RuntimeError(
-                "this loader has hot vertices, whose last hop is not sampled: "
-                "their bottom-layer input is in batch.hot_agg, which only "
-                "OrchModel uses. Wrap the model with OrchModel(model, loader) "
-                "before iterating, or set hot_ratio=0 for a plain NeighborLoader"
-            )
+        """Raises a :class:`RuntimeError` unless batches can be drawn."""
+        check_served(self.cache, self.ratio)
 
     def annotate(self, batch: Data) -> None:
-        """Adds the hot part to a filtered batch: ``hot_index`` and its values.
-
-        The values are ``hot_agg`` where the static values are on the CPU;
-        otherwise ``hot_slot``, their rows in the refresher's buffer for the
-        batch or on the device. ``hot_kind`` and ``hot_version`` name the
-        serving. Nothing without hot vertices.
-
-        Example:
-            >>> from pyg_orch import OrchNeighborSampler
-            >>> from pyg_orch.datasets import load_cora
-            >>> data = load_cora()
-            >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, ratio=0.0,
-            ...                   mode=None, super_batch=8, num_neighbors=[5])
-            >>> hot.use(HotSet(torch.tensor([7]), torch.zeros(0), "given"))
-            >>> version = hot.serve("sum")
-            >>> batch = Data(n_id=torch.tensor([3, 7, 9]), num_sampled_nodes=[2, 1])
-            >>> hot.annotate(batch)
-            >>> batch.hot_index.tolist(), batch.hot_agg.shape, batch.hot_kind
-            ([1], torch.Size([1, 1433]), 'sum')
-        """
-        cache = self.cache
-        if cache is None:
-            return
-        if isinstance(cache, RelationCache):
-            cache.annotate(batch)
-            batch.hot_kind, batch.hot_version = "relations", self.version
-            return
-        frontier = batch.n_id[: frontier_size(batch.num_sampled_nodes)]
-        if cache.mode == "static" and cache.device is None:
-            batch.hot_index, batch.hot_agg = cache.lookup(frontier)
-        else:
-            # The values come from the refresher's buffer for this batch,
-            # or from the device (see cache.to_device).
-            batch.hot_index, batch.hot_slot = self._find(batch, frontier)
-        batch.hot_kind, batch.hot_version = cache.kind, self.version
-
-    def _find(self, batch: Data, frontier: Tensor) -> tuple[Tensor, Tensor]:
-        if self.cache.mode != "embedding":
-            return self.cache.find(frontier)
-        # An embedding is a constant, so its row gets no gradient: only the
-        # hot nodes the last hop did not expand take one. The others have
-        # their sampled neighbours and are computed, with gradients, on the
-        # device.
-        start = frontier_size(batch.num_sampled_nodes[:-1])
-        hot_index, hot_slot = self.cache.find(frontier[start:])
-        return hot_index + start, hot_slot
+        """Adds the hot part to a filtered batch (see :func:`.annotate_batch`)."""
+        annotate_batch(self.cache, self.version, batch)
 
     def refresher(
         self, base_seed: int, start: int, started: dict[int, tuple[int, Any]]
     ) -> HotRefresher | None:
-        """The refresher of an epoch's hot values (``None`` for static ones).
-
-        Args:
-            base_seed: the epoch's refresh seed.
-            start: the first batch of the epoch to produce.
-            started: the epoch's hot buffers started and still needed
-                (see :class:`~pyg_orch.loading.epoch.EpochPlan`), kept up to date.
-
-        Raises:
-            RuntimeError: embedding mode before a model serves the loader.
-            ValueError: saved weights that do not fit the served layer.
-
-        Example:
-            >>> from pyg_orch import OrchNeighborSampler
-            >>> from pyg_orch.datasets import load_cora
-            >>> data = load_cora()
-            >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, ratio=0.0,
-            ...                   mode="resample", super_batch=2, num_neighbors=[5])
-            >>> hot.use(HotSet(torch.tensor([7]), torch.zeros(0), "given"))
-            >>> version = hot.serve("mean")
-            >>> refresher = hot.refresher(base_seed=0, start=0, started={})
-            >>> refresher.on_step(0)
-            >>> refresher.values(0).values.shape
-            torch.Size([1, 1433])
-            >>> refresher.close()
-        """
-        cache = self.cache
-        if cache is None or cache.mode == "static":
-            return None
-        fanout, kind = self.fanout, cache.kind
-        if cache.mode == "resample":
-            snapshot = None
-
-            def compute(version: int, _: Any) -> Tensor:
-                seed = refresh_seed(base_seed, version)
-                return cache.resample(fanout, seed, kind=kind)
-
-        else:
-            if cache.snapshot is None:
-                raise RuntimeError(
-                    "cache='embedding' needs the model: wrap it with "
-                    "OrchModel(model, loader) before iterating"
-                )
-            # The refresher's payloads are the layer's weights, not layers, so
-            # that a checkpoint can save those of the buffers started. One
-            # layer computes them all, in the refresher thread.
-            layer = cache.snapshot()
-            check_saved_weights(layer, started)
-
-            def snapshot() -> dict[str, Tensor]:
-                return cache.snapshot().state_dict()
-
-            def compute(version: int, weights: dict[str, Tensor]) -> Tensor:
-                layer.load_state_dict(weights)
-                return cache.embed(layer, fanout, refresh_seed(base_seed, version))
-
-        return HotRefresher(
-            compute,
-            self.super_batch,
-            self.staleness,
-            snapshot,
-            seed=base_seed,
-            first_version=start // self.super_batch,
-            started=started,
-        )
+        """An epoch's refresher (see :func:`.cache_refresher`)."""
+        return cache_refresher(
+            self.cache, self.fanout, self.super_batch, self.staleness,
+            base_seed, start, started,
+        )  # fmt: skip
 
     def refresh_once(self) -> tuple[float, Tensor | None]:
-        """One hot refresh, timed: seconds per batch of its super-batch, values.
-
-        ``(0.0, None)`` for static values, which are never refreshed.
+        """One hot refresh, timed (see :func:`~pyg_orch.hot.refresher.refresh_once`).
 
         Example:
-            >>> HotVertices(None, None, ratio=0.0, mode=None, super_batch=8,
-            ...             num_neighbors=[5]).refresh_once()
+            >>> HotVertices(None, None, None, HotOptions(), [5]).refresh_once()
             (0.0, None)
         """
-        cache = self.cache
-        if cache is None or cache.mode == "static":
-            return 0.0, None
-        tick = time.perf_counter()
-        if cache.mode == "resample":
-            values = cache.resample(self.fanout, 0)
-        else:
-            values = cache.embed(cache.snapshot(), self.fanout, 0)
-        return (time.perf_counter() - tick) / self.super_batch, values
+        return refresh_once(self.cache, self.fanout, self.super_batch)
 
     def tune(
         self,
@@ -613,9 +349,7 @@ class HotVertices:
         batches: int,
         overlap: bool,
     ) -> HotRatioTuning:
-        """Chooses ``hot_ratio="auto"`` from measurements at each candidate.
-
-        See :meth:`~pyg_orch.OrchNeighborLoader.tune_hot_ratio`.
+        """Chooses ``hot_ratio="auto"``, kept in :attr:`tuning` (:func:`.tune_ratio`).
 
         Args:
             serve: prepares the cache for the model.
@@ -624,52 +358,22 @@ class HotVertices:
             ratios: the candidates.
             batches: timed batches per candidate.
             overlap: whether CPU and device work run at once (a pipeline).
-
-        Returns:
-            The measurements and the choice, also kept in :attr:`tuning`.
-
-        Example:
-            >>> from pyg_orch import OrchNeighborSampler
-            >>> from pyg_orch.datasets import load_cora
-            >>> data = load_cora()
-            >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x,
-            ...                   ratio="auto", mode=None, super_batch=8,
-            ...                   num_neighbors=[5])
-            >>> hot.choose(None, "degree", torch.arange(64), 64, 1)
-            >>> def measure(batches):  # CPU time falls with the hot set
-            ...     num_hot = hot.cache.num_hot if hot.cache else 0
-            ...     return 1.0 - num_hot / 2708, 0.9
-            >>> hot.tune(lambda: hot.serve("mean"), measure, (0.0, 0.1, 0.2),
-            ...          batches=1, overlap=True).chosen
-            0.1
         """
-        # A discarded round first: one-off costs (kernel compilation, lazy
-        # initialisation, allocator growth) would otherwise land on the first.
-        measure(1)
-        # Rounds visit every candidate in turn, so that a slow spell of a
-        # shared machine spreads over all of them; medians over rounds.
-        rounds: list[list[tuple[float, float]]] = [[] for _ in ratios]
-        for _ in range(AUTO_ROUNDS):
-            for measured, ratio in zip(rounds, ratios, strict=True):
-                self.use(self._top(ratio))
-                if self.cache is not None:
-                    serve()
-                measured.append(measure(batches))
-        cpu = [median_seconds([c for c, _ in measured]) for measured in rounds]
-        device = [median_seconds([d for _, d in measured]) for measured in rounds]
-        chosen = choose_hot_ratio(list(ratios), cpu, device, overlap)
-        self.use(self._top(chosen))
-        if self.cache is not None:
-            serve()
-        self.ratio = chosen
-        self.tuning = HotRatioTuning(list(ratios), cpu, device, overlap, chosen)
+
+        def use(ratio: float) -> None:
+            self.use(self._top(ratio))
+            if self.cache is not None:
+                serve()
+
+        self.tuning = tune_ratio(use, measure, ratios, batches, overlap)
+        self.ratio = self.tuning.chosen
         return self.tuning
 
     def _top(self, ratio: float) -> HotSet | None:
         if ratio == 0:
             return None
         scores = self._scores.counts
-        nodes = top_by_type(scores, ratio, self._ranges())
+        nodes = top_by_type(scores, ratio, _type_ranges(self.sampler, self.features))
         return HotSet(nodes, scores, self._scores.method)
 
     def state(self) -> dict[str, Any]:
@@ -679,8 +383,7 @@ class HotVertices:
             RuntimeError: ``hot_ratio="auto"`` is not chosen yet.
 
         Example:
-            >>> HotVertices(None, None, ratio=0.0, mode=None, super_batch=8,
-            ...             num_neighbors=[5]).state()
+            >>> HotVertices(None, None, None, HotOptions(), [5]).state()
             {'hot_ratio': 0.0, 'hot_nodes': None, 'hot_counts': None, 'hot_method': None, 'cache_mode': None, 'cache_values': {}}
         """  # noqa: E501 - a doctest's output is one line
         if self.ratio == "auto":
@@ -707,9 +410,10 @@ class HotVertices:
             >>> from pyg_orch import OrchNeighborSampler
             >>> from pyg_orch.datasets import load_cora
             >>> data = load_cora()
-            >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, ratio=0.1,
-            ...                   mode=None, super_batch=8, num_neighbors=[5])
-            >>> hot.choose(None, "degree", torch.arange(64), 64, 1)
+            >>> options = HotOptions(0.1, "degree")
+        >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, None,
+        ...                   options, [5])
+            >>> hot.choose(torch.arange(64), 64)
             >>> state = hot.state()
             >>> hot.restore({**state, "hot_nodes": state["hot_nodes"][:3]})
             >>> hot.hot.nodes.numel(), hot.cache.num_hot
@@ -727,7 +431,7 @@ class HotVertices:
                 # The model serving the loader goes on serving the restored
                 # cache, as the same serving (version): it checks batches
                 # against it.
-                self._apply_serving(*served)
+                apply_serving(self.cache, *served)
 
 
 def _positive(ratio: HotRatio) -> bool:
@@ -752,11 +456,63 @@ def _relation_cache(
     return RelationCache(layout.node_types, offsets, relations, features, hot_nodes)
 
 
-def _default_fanout(num_neighbors: Any, fanout: int | None) -> int:
-    # Checked by check_hot_fanout; None means the largest fan-out.
-    if fanout is not None:
-        return fanout
-    if isinstance(num_neighbors, dict):
-        return -1  # per-edge-type fan-outs: hot vertices need a homogeneous graph
-    fanouts = list(getattr(num_neighbors, "values", num_neighbors))
-    return -1 if -1 in fanouts else max(max(fanouts, default=1), 1)
+def check_support(sampler: Any, features: Any, mode: str | None) -> None:
+    """Raises unless ``sampler`` and ``features`` can have hot vertices in ``mode``.
+
+    Example:
+        >>> check_support(None, None, None)
+        Traceback (most recent call last):
+        ...
+        NotImplementedError: hot vertices need OrchNeighborLoader's own Numba sampler, not a neighbor_sampler of your own; drop it or set hot_ratio=0
+    """  # noqa: E501 - a doctest's output is one line
+    if not isinstance(sampler, OrchNeighborSampler):
+        raise NotImplementedError(
+            "hot vertices need OrchNeighborLoader's own Numba sampler, not "
+            "a neighbor_sampler of your own; drop it or set hot_ratio=0"
+        )
+    # A hot vertex's cached input is its whole neighbourhood, averaged
+    # uniformly and at no time: what these options sample differs.
+    unsupported = {
+        "subgraph_type other than 'directional'": (
+            sampler.subgraph_type != SubgraphType.directional
+        ),
+        "disjoint=True": sampler.disjoint and not sampler.is_temporal,
+        "time_attr (temporal sampling)": sampler.is_temporal,
+        "weight_attr (weighted sampling)": sampler.edge_weight is not None,
+    }
+    for option, used in unsupported.items():
+        if used:
+            raise NotImplementedError(
+                f"hot vertices do not support {option}: their cached "
+                f"bottom-layer input is the uniform aggregation of the "
+                f"whole neighbourhood. Drop the option or set hot_ratio=0."
+            )
+    if features is None or (isinstance(features, dict) and not features):
+        raise ValueError(
+            "hot vertices need node features data.x to aggregate; give the "
+            "graph an x or set hot_ratio=0"
+        )
+    if sampler.is_hetero and mode not in (None, "static"):
+        raise NotImplementedError(
+            f"cache={mode!r} is not supported on heterogeneous graphs "
+            f"yet: their hot values are static, exact full-neighbourhood "
+            f"aggregates per relation. Leave cache unset (or 'static')"
+        )
+
+
+def _type_ranges(sampler: Any, features: Any) -> dict[str, tuple[int, int]] | None:
+    # On a heterogeneous graph, the node types that can be hot (those
+    # with incoming relations, all of whose sources have features) and
+    # the range of their ids in the kernel's numbering.
+    if not sampler.is_hetero:
+        return None
+    layout = sampler.layout
+    offsets = layout.graph[6].tolist()
+    incoming: dict[str, list[str]] = {}
+    for src, _, dst in layout.edge_types:
+        incoming.setdefault(dst, []).append(src)
+    return {
+        node_type: (offsets[k], offsets[k + 1])
+        for k, node_type in enumerate(layout.node_types)
+        if node_type in incoming and all(src in features for src in incoming[node_type])
+    }

@@ -23,9 +23,8 @@ from pyg_orch.checks import (
     is_int,
     shape_of,
 )
-from pyg_orch.hot.cache import CACHE_MODES
-from pyg_orch.hot.choice import HotSet, check_hot_method, check_hot_ratio
-from pyg_orch.hot.refresher import check_staleness
+from pyg_orch.hot.choice import check_hot_ratio
+from pyg_orch.hot.options import HotOptions
 
 
 def check_num_neighbors(num_neighbors: Any) -> None:
@@ -97,29 +96,6 @@ def check_batch_size(batch_size: Any) -> None:
         )
 
 
-def check_presample_epochs(presample_epochs: Any) -> None:
-    """Checks that ``presample_epochs`` is an int >= 1.
-
-    Args:
-        presample_epochs: epochs sampled by ``hot_method="presample"``.
-
-    Raises:
-        ValueError: it is not.
-
-    Example:
-        >>> check_presample_epochs(2)
-        >>> check_presample_epochs(0)
-        Traceback (most recent call last):
-        ...
-        ValueError: presample_epochs must be an int >= 1 (sampled epochs that count how often each vertex is in a frontier), got 0
-    """  # noqa: E501 - a doctest's output is one line
-    if not is_int(presample_epochs) or presample_epochs < 1:
-        raise ValueError(
-            f"presample_epochs must be an int >= 1 (sampled epochs that count "
-            f"how often each vertex is in a frontier), got {presample_epochs!r}"
-        )
-
-
 def check_device_cache(device_cache: Any) -> None:
     """Checks that ``device_cache`` is a number of bytes >= 0 or ``"auto"``.
 
@@ -141,48 +117,6 @@ def check_device_cache(device_cache: Any) -> None:
     raise ValueError(
         f"device_cache must be a number of bytes >= 0 or 'auto' (half the free "
         f"GPU memory), got {device_cache!r}; 0 turns the device caches off"
-    )
-
-
-def check_hot_type(hot: Any) -> None:
-    """Checks that a given hot set is a ``HotSet``, node ids or a boolean mask.
-
-    A tensor must be 1-D and neither floating point nor ``uint8`` (which may
-    be meant as a mask or as ids). Its size and id range are checked against
-    the graph when the loader takes it.
-
-    Args:
-        hot: the ``hot`` argument of the loader.
-
-    Raises:
-        TypeError: it is none of those, or ``uint8``.
-        ValueError: a tensor that is not 1-D.
-
-    Example:
-        >>> check_hot_type(torch.tensor([0, 5]))
-        >>> check_hot_type(torch.tensor([0.5]))
-        Traceback (most recent call last):
-        ...
-        TypeError: hot must be a HotSet, a tensor of node ids or a boolean mask over the nodes, got a tensor of torch.float32
-    """  # noqa: E501 - a doctest's output is one line
-    if hot is None or isinstance(hot, HotSet):
-        return
-    if isinstance(hot, Tensor):
-        if hot.dtype == torch.bool or not (hot.is_floating_point() or hot.is_complex()):
-            check_not_uint8(hot, "hot")
-            if hot.dim() != 1:
-                raise ValueError(
-                    f"hot must be 1-D (node ids, or a boolean mask with one entry "
-                    f"per node), got shape {shape_of(hot)}; flatten a mask with "
-                    f"hot.view(-1)"
-                )
-            return
-        got = f"a tensor of {hot.dtype}"
-    else:
-        got = type(hot).__name__
-    raise TypeError(
-        f"hot must be a HotSet, a tensor of node ids or a boolean mask over the "
-        f"nodes, got {got}"
     )
 
 
@@ -380,21 +314,15 @@ def check_input_nodes(input_nodes: Any, num_nodes: int) -> None:
         )
 
 
-def check_pipeline_options(
-    cache: str | None, super_batch: int, staleness: int, prefetch: int
-) -> None:
-    """Checks the cache mode, the super-batch, the staleness bound and prefetch.
+def check_prefetch(prefetch: Any) -> None:
+    """Checks ``prefetch``: batches prepared ahead, an int >= 0.
 
     Example:
-        >>> check_pipeline_options("resample", super_batch=4, staleness=3, prefetch=2)
-        >>> check_pipeline_options("lazy", 4, 7, 0)
+        >>> check_prefetch(-1)
         Traceback (most recent call last):
         ...
-        ValueError: cache must be one of ('static', 'resample', 'embedding') or None, got 'lazy'
-    """  # noqa: E501 - a doctest's output is one line
-    if cache is not None and cache not in CACHE_MODES:
-        raise ValueError(f"cache must be one of {CACHE_MODES} or None, got {cache!r}")
-    check_staleness(super_batch, staleness)
+        ValueError: prefetch must be an int >= 0, got -1
+    """
     if not is_int(prefetch) or prefetch < 0:
         raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
 
@@ -423,46 +351,21 @@ def check_num_workers(
         )
 
 
-def check_hot_fanout(hot_fanout: Any) -> None:
-    """Checks ``hot_fanout``: ``None`` (the largest fan-out), >= 1 or -1.
-
-    Example:
-        >>> check_hot_fanout(-1)
-        >>> check_hot_fanout(0)
-        Traceback (most recent call last):
-        ...
-        ValueError: hot_fanout must be >= 1 or -1 (all neighbours), got 0
-    """
-    if hot_fanout is None:
-        return
-    if not is_int(hot_fanout):
-        raise ValueError(f"hot_fanout must be an int, got {hot_fanout!r}")
-    if hot_fanout == 0 or hot_fanout < -1:
-        raise ValueError(
-            f"hot_fanout must be >= 1 or -1 (all neighbours), got {hot_fanout}"
-        )
-
-
 def check_loader_arguments(
     data: Any,
     num_neighbors: Any,
-    hot_ratio: float | str = 0.0,
-    hot_method: str = "presample",
-    hot: Any = None,
-    presample_epochs: int = 1,
-    cache: str | None = None,
-    super_batch: int = 8,
-    staleness: int | None = None,
-    hot_fanout: int | None = None,
+    options: HotOptions,
     prefetch: int = 0,
     device: Any = None,
     device_cache: int | str = 0,
     check_finite: bool = False,
     **kwargs: Any,
 ) -> None:
-    """Checks the arguments of :class:`~pyg_orch.OrchNeighborLoader`, all at once.
+    """Checks the arguments of a loader, all at once.
 
-    Called first thing by the loader, with the same arguments. The cheap
+    Called first thing by :class:`~pyg_orch.OrchNeighborLoader` and
+    :class:`~pyg_orch.OrchLinkNeighborLoader`, with the same arguments; the
+    hot settings were checked when ``options`` was made. The cheap
     checks of single values come first, then those of the graph (one pass
     over its edges, seeds and, with ``check_finite``, features). A
     heterogeneous graph that PyG's own backend will sample is left to PyG.
@@ -474,14 +377,7 @@ def check_loader_arguments(
     Args:
         data: the graph.
         num_neighbors: fan-outs, one per hop.
-        hot_ratio: ``[0, 1]`` or ``"auto"``.
-        hot_method: one of :data:`~pyg_orch.hot.choice.HOT_METHODS`.
-        hot: ``None``, a :class:`~pyg_orch.hot.choice.HotSet`, node ids or a mask.
-        presample_epochs: an int >= 1.
-        cache: ``None`` or one of :data:`~pyg_orch.hot.cache.CACHE_MODES`.
-        super_batch: an int >= 1.
-        staleness: ``None`` or an int >= ``super_batch - 1``.
-        hot_fanout: ``None``, an int >= 1, or -1.
+        options: the hot settings, checked.
         prefetch: an int >= 0.
         device: ``None`` or a device this machine has.
         device_cache: bytes >= 0 or ``"auto"``.
@@ -496,21 +392,16 @@ def check_loader_arguments(
 
     Example:
         >>> data = Data(x=torch.ones(3, 2), edge_index=torch.tensor([[0, 1], [1, 2]]))
-        >>> check_loader_arguments(data, [2, 2], batch_size=2, hot_ratio=0.5)
-        >>> check_loader_arguments(data, [2, 2], input_nodes=torch.tensor([0, 3]))
+        >>> from pyg_orch.hot.options import HotOptions
+        >>> check_loader_arguments(data, [2, 2], HotOptions(hot_ratio=0.5), batch_size=2)
+        >>> check_loader_arguments(data, [2, 2], HotOptions(),
+        ...                        input_nodes=torch.tensor([0, 3]))
         Traceback (most recent call last):
         ...
         ValueError: input_nodes holds node id 3, outside [0, 3) (the graph has 3 nodes); was it made for another graph?
     """  # noqa: E501 - a doctest's output is one line
-    hetero = check_heterogeneous(data, hot_ratio)
-    check_hot_method(hot_method)
-    check_hot_type(hot)
-    check_presample_epochs(presample_epochs)
-    if staleness is None and is_int(super_batch):
-        staleness = 2 * super_batch - 1
-    # A bad super_batch is named before staleness is looked at.
-    check_pipeline_options(cache, super_batch, staleness, prefetch)
-    check_hot_fanout(hot_fanout)
+    hetero = check_heterogeneous(data, options.hot_ratio)
+    check_prefetch(prefetch)
     device = check_device(device)
     check_device_cache(device_cache)
     if device_cache != 0 and device is None:
@@ -520,12 +411,11 @@ def check_loader_arguments(
         )
     if "batch_size" in kwargs:
         check_batch_size(kwargs["batch_size"])
-    check_num_workers(kwargs.get("num_workers", 0), prefetch, device, cache)
+    check_num_workers(kwargs.get("num_workers", 0), prefetch, device, options.cache)
     if not isinstance(check_finite, bool):
         raise ValueError(f"check_finite must be True or False, got {check_finite!r}")
     if hetero or not isinstance(data, Data):
         return  # PyG checks heterogeneous and remote graphs
-    wants_hot = hot is not None or hot_ratio != 0
     check_num_neighbors(num_neighbors)
     num_nodes = check_graph(data)
     check_input_nodes(kwargs.get("input_nodes"), num_nodes)
@@ -533,6 +423,6 @@ def check_loader_arguments(
         data.x,
         num_nodes,
         on_cpu=device is not None,
-        aggregated=wants_hot,
+        aggregated=options.wants_hot,
         check_finite=check_finite,
     )

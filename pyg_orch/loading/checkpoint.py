@@ -11,7 +11,7 @@ another graph's hot values or failing in a thread in the middle of the epoch.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -21,8 +21,37 @@ from pyg_orch.checks import is_int
 from pyg_orch.hot.cache import AGGREGATIONS, CACHE_MODES, check_hot_values
 from pyg_orch.hot.choice import HOT_METHODS
 
-if TYPE_CHECKING:
-    from pyg_orch.loading.node_loader import OrchNeighborLoader
+
+class CheckpointedLoader(Protocol):
+    """What :func:`loader_identity` and :func:`check_state` read of a loader.
+
+    :class:`~pyg_orch.loading.orch_loader.OrchLoader` has it; the checks
+    take any object that does, so that they sit below the loaders.
+    """
+
+    data: Any
+    features: Tensor | None
+    batch_size: int
+    prefetch: int
+    device: torch.device | None
+
+    @property
+    def graph_sampler(self) -> Any: ...
+
+    @property
+    def num_inputs(self) -> int: ...
+
+    @property
+    def super_batch(self) -> int: ...
+
+    @property
+    def staleness(self) -> int: ...
+
+    @property
+    def hot_fanout(self) -> int: ...
+
+    def seed_identity(self) -> dict[str, Any]: ...
+
 
 #: The keys of a loader's state, and of the epoch position it holds.
 STATE_KEYS = (
@@ -57,7 +86,7 @@ def fingerprint(*tensors: Tensor) -> str:
     return digest.hexdigest()
 
 
-def loader_identity(loader: OrchNeighborLoader) -> dict[str, Any]:
+def loader_identity(loader: CheckpointedLoader) -> dict[str, Any]:
     """What a checkpoint of ``loader`` must match: graph, seeds and batching.
 
     The sizes of the graph, fingerprints of its edges (CSC), features and
@@ -72,7 +101,7 @@ def loader_identity(loader: OrchNeighborLoader) -> dict[str, Any]:
         >>> identity["num_nodes"], identity["num_neighbors"]
         (2708, [5])
     """
-    sampler, x, inputs = loader.node_sampler, loader.features, loader.input_data.node
+    sampler, x = loader.graph_sampler, loader.features
     return {
         "num_nodes": int(loader.data.num_nodes),
         "num_edges": int(loader.data.num_edges),
@@ -80,8 +109,7 @@ def loader_identity(loader: OrchNeighborLoader) -> dict[str, Any]:
         "x_shape": list(x.shape) if x is not None else None,
         "x_dtype": str(x.dtype) if x is not None else None,
         "x": fingerprint(x) if x is not None else None,
-        "num_inputs": inputs.numel(),
-        "input_nodes": fingerprint(inputs),
+        **loader.seed_identity(),
         "batch_size": loader.batch_size,
         "num_neighbors": list(sampler.num_neighbors.values),
         "replace": sampler.replace,
@@ -103,7 +131,7 @@ def _csc(sampler: Any) -> list[Tensor]:
     ]
 
 
-def check_state(state: Any, loader: OrchNeighborLoader, hot_vertices: Any) -> None:
+def check_state(state: Any, loader: CheckpointedLoader, hot_vertices: Any) -> None:
     """Raises a :class:`ValueError` naming the key unless ``state`` fits ``loader``.
 
     Checks the keys, the type and range of every value, and that the
@@ -239,7 +267,7 @@ def _check_cache(
         check_hot_values(value, num_hot, x, _key(f"cache_values.{kind}"))
 
 
-def _check_position(position: Any, loader: OrchNeighborLoader, mode: Any) -> None:
+def _check_position(position: Any, loader: CheckpointedLoader, mode: Any) -> None:
     _check_keys(position, POSITION_KEYS, _key("position"))
     dynamic = mode in ("resample", "embedding")
     if not (loader.prefetch > 0 or loader.device is not None or dynamic):
@@ -251,7 +279,7 @@ def _check_position(position: Any, loader: OrchNeighborLoader, mode: Any) -> Non
             f"of the saved one"
         )
     jobs = position["jobs"]
-    _check_jobs(jobs, loader.batch_size, loader.input_data.node.numel())
+    _check_jobs(jobs, loader.batch_size, loader.num_inputs)
     _check_int(position["next"], len(jobs), "position.next", " (the epoch's batches)")
     try:
         torch.Generator().set_state(position["generator_state"])
@@ -320,9 +348,7 @@ def _check_refreshes(refreshes: Any, start: int, super_batch: int, mode: Any) ->
         _check_int(started[0], start, key + "[0]", " (steps before position.next)")
         weights = started[1]
         if mode == "resample" and weights is not None:
-            raise ValueError(
-                f"{_key(key + '[1]')} must be None in resample mode"
-            )
+            raise ValueError(f"{_key(key + '[1]')} must be None in resample mode")
         if mode == "embedding" and not (
             isinstance(weights, dict)
             and all(isinstance(value, Tensor) for value in weights.values())

@@ -7,29 +7,22 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import HeteroData
 from torch_geometric.loader import LinkNeighborLoader
 
-from pyg_orch.hot.choice import HotRatio, HotSet, check_hot_method
-from pyg_orch.hot.serving import HotServing
-from pyg_orch.hot.vertices import HotVertices
+from pyg_orch.hot.choice import HotRatio, HotSet
+from pyg_orch.hot.options import HotOptions
 from pyg_orch.loading.arguments import (
-    check_heterogeneous,
-    check_hot_type,
-    check_presample_epochs,
+    check_loader_arguments,
 )
-from pyg_orch.loading.graph_inputs import (
-    graph_edge_weight,
-    hot_features,
-    with_feature_dtype,
-)
-from pyg_orch.sampling import OrchNeighborSampler
+from pyg_orch.loading.checkpoint import fingerprint
+from pyg_orch.loading.orch_loader import OrchLoader
 
 # LinkNeighborLoader's parameters, to read arguments given by position.
 _PARAMETERS = inspect.signature(LinkNeighborLoader.__init__)
 
 
-class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
+class OrchLinkNeighborLoader(OrchLoader, LinkNeighborLoader):
     r"""A drop-in :class:`~torch_geometric.loader.LinkNeighborLoader` with hot vertices.
 
     It takes every argument of
@@ -42,9 +35,15 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
 
     With ``hot_ratio > 0`` the last hop skips hot vertices, as in
     :class:`~pyg_orch.OrchNeighborLoader`: each batch carries their cached
-    full-neighbourhood aggregates, which :class:`~pyg_orch.OrchModel` feeds
-    to the bottom layer (exact, static values), and the model returns the
-    seed nodes' embeddings for a link head.
+    bottom-layer values, which :class:`~pyg_orch.OrchModel` feeds to the
+    bottom layer, and the model returns the seed nodes' embeddings for a link
+    head. Everything the node loader has, the link loader has, through the
+    same code (:class:`~pyg_orch.loading.orch_loader.OrchLoader`): the cache
+    modes (``"static"``, exact; ``"resample"`` and ``"embedding"``, within
+    ``staleness`` steps), ``hot_ratio="auto"``, the pipeline (``prefetch``,
+    ``device`` and ``device_cache``), ``num_workers`` without the pipeline,
+    and ``state_dict()`` / ``load_state_dict()``, which resume an epoch
+    batch for batch, negatives included.
 
     Args:
         data: the graph, a :class:`~torch_geometric.data.Data` or
@@ -55,11 +54,23 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
             :class:`~torch_geometric.loader.LinkNeighborLoader`, by position.
         hot_ratio: fraction of the vertices to make hot, in ``[0, 1]`` (of
             each node type's on a heterogeneous graph, or a dict of fractions
-            per node type).
+            per node type), or ``"auto"``.
         hot_method: ``"presample"`` (frontier counts over sampled epochs of
             the seed edges) or ``"degree"``.
         hot: a precomputed hot set to use instead of choosing one.
         presample_epochs: epochs sampled by ``presample``.
+        cache: ``"static"``, ``"resample"`` or ``"embedding"``, as in
+            :class:`~pyg_orch.OrchNeighborLoader`.
+        super_batch: batches served by one re-sampled or embedded buffer.
+        staleness: most training steps between the making of hot values and
+            their use (``None``: ``2 * super_batch - 1``).
+        hot_fanout: neighbours sampled per hot vertex in ``resample`` and
+            ``embedding`` modes (``None``: the largest of ``num_neighbors``).
+        prefetch: batches prepared ahead by a background thread (0: none).
+        device: the device batches are delivered to (``None``: the CPU).
+        device_cache: bytes of ``device`` memory for the device caches, or
+            ``"auto"``.
+        check_finite: also check once that ``data.x`` holds no NaN or inf.
         feature_dtype: ``torch.bfloat16`` or ``torch.float16`` keeps the
             features in half width, as in
             :class:`~pyg_orch.OrchNeighborLoader`.
@@ -101,46 +112,73 @@ class OrchLinkNeighborLoader(HotServing, LinkNeighborLoader):
         hot_method: str = "presample",
         hot: HotSet | Tensor | None = None,
         presample_epochs: int = 1,
+        cache: str | None = None,
+        super_batch: int = 8,
+        staleness: int | None = None,
+        hot_fanout: int | None = None,
+        prefetch: int = 0,
+        device: torch.device | str | None = None,
+        device_cache: int | str = 0,
+        check_finite: bool = False,
         feature_dtype: torch.dtype | None = None,
         **kwargs: Any,
     ):
-        _check_hot_arguments(data, hot_ratio, hot_method, hot, presample_epochs)
-        data = with_feature_dtype(data, feature_dtype)
-        arguments = _PARAMETERS.bind(self, data, num_neighbors, *args, **kwargs)
-        arguments = {**arguments.arguments, **arguments.arguments.get("kwargs", {})}
+        options = HotOptions(
+            hot_ratio, hot_method, hot, presample_epochs, cache, super_batch,
+            staleness, hot_fanout,
+        )  # fmt: skip
+        bound = _PARAMETERS.bind(self, data, num_neighbors, *args, **kwargs)
+        arguments = {**bound.arguments, **bound.arguments.get("kwargs", {})}
+        check_loader_arguments(
+            data, num_neighbors, options, prefetch=prefetch, device=device,
+            device_cache=device_cache, check_finite=check_finite,
+            **{key: arguments[key] for key in _CHECKED if key in arguments},
+        )  # fmt: skip
         _check_edge_label_index(data, arguments.get("edge_label_index"))
-        if arguments.get("neighbor_sampler") is None:
-            kwargs["neighbor_sampler"] = OrchNeighborSampler.for_loader(
-                data, num_neighbors, arguments
-            )
+        data = self._prepare(
+            data, num_neighbors, options, device, feature_dtype, kwargs, arguments
+        )
         super().__init__(data, num_neighbors, *args, **kwargs)
-        wants_hot = hot is not None or hot_ratio != 0
-        self._hot_vertices = HotVertices(
-            self.link_sampler,
-            hot_features(data) if wants_hot else None,
-            ratio=hot_ratio,
-            mode=None,
-            super_batch=1,
-            num_neighbors=num_neighbors,
-            edge_weight=graph_edge_weight(data),
-        )
-        self._hot_vertices.choose(
-            hot,
-            hot_method,
-            self.input_data,
-            self.batch_size,
-            presample_epochs,
-            neg_sampling=self.neg_sampling,
+        self._start(
+            data, self.link_sampler, num_neighbors, options, prefetch, device_cache,
+            input_nodes=self.input_data, neg_sampling=self.neg_sampling,
+        )  # fmt: skip
+
+    def _sample(self, index: Tensor | list[int]) -> Any:
+        return self.link_sampler.sample_from_edges(
+            self.input_data[index], neg_sampling=self.neg_sampling
         )
 
-    def __iter__(self) -> Any:
-        self._hot_vertices.check_ready()
-        return super().__iter__()
+    @property
+    def num_inputs(self) -> int:
+        """The number of seed edges an epoch visits."""
+        return self.input_data.row.numel()
 
-    def filter_fn(self, out: Any) -> Data | HeteroData:
-        batch = super().filter_fn(out)
-        self._hot_vertices.annotate(batch)
-        return batch
+    def seed_identity(self) -> dict[str, Any]:
+        """The seed edges' number and fingerprint, and the negatives drawn.
+
+        Example:
+            >>> from pyg_orch.datasets import load_cora
+            >>> loader = OrchLinkNeighborLoader(load_cora(), [5])
+            >>> loader.seed_identity()["num_inputs"]
+            10556
+        """
+        inputs, negatives = self.input_data, self.neg_sampling
+        seeds = [inputs.row, inputs.col]
+        seeds += [
+            tensor for tensor in (inputs.label, inputs.time) if tensor is not None
+        ]
+        return {
+            "num_inputs": self.num_inputs,
+            "input_edges": fingerprint(*seeds),
+            "neg_sampling": None
+            if negatives is None
+            else [str(negatives.mode.value), float(negatives.amount)],
+        }
+
+
+# The arguments check_loader_arguments looks at besides the hot settings.
+_CHECKED = ("batch_size", "num_workers")
 
 
 def _check_edge_label_index(data: Any, edge_label_index: Any) -> None:
@@ -152,18 +190,3 @@ def _check_edge_label_index(data: Any, edge_label_index: Any) -> None:
             f"HeteroData graph: an edge type such as {data.edge_types[0]!r} "
             f"(all its edges), or (edge_type, edge_index) for some of them"
         )
-
-
-def _check_hot_arguments(
-    data: Any, hot_ratio: Any, hot_method: str, hot: Any, presample_epochs: Any
-) -> None:
-    # The hot arguments' values; the rest is LinkNeighborLoader's to check.
-    check_heterogeneous(data, hot_ratio)
-    if hot_ratio == "auto":
-        raise ValueError(
-            "hot_ratio='auto' is measured by OrchNeighborLoader's pipeline; "
-            "give OrchLinkNeighborLoader a fraction (e.g. hot_ratio=0.2)"
-        )
-    check_hot_method(hot_method)
-    check_hot_type(hot)
-    check_presample_epochs(presample_epochs)

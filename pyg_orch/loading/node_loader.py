@@ -12,41 +12,20 @@ statistics in :mod:`pyg_orch.loading.stats`.
 
 from __future__ import annotations
 
-import copy
-import functools
-import time
 from typing import Any
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import NeighborLoader
 
 from pyg_orch.hot.choice import HotRatio, HotSet
-from pyg_orch.hot.serving import HotServing
-from pyg_orch.hot.tuning import AUTO_RATIOS, HotRatioTuning
-from pyg_orch.hot.vertices import HotVertices
+from pyg_orch.hot.options import HotOptions
 from pyg_orch.loading.arguments import check_loader_arguments
-from pyg_orch.loading.checkpoint import check_state, loader_identity
-from pyg_orch.loading.epoch import Epochs
-from pyg_orch.loading.feature_cache import (
-    FeatureCache,
-    build_feature_cache,
-    device_budget,
-    gather_features,
-)
-from pyg_orch.loading.graph_inputs import (
-    graph_edge_weight,
-    hot_features,
-    loader_features,
-    with_feature_dtype,
-)
-from pyg_orch.loading.producer import BatchProducer
-from pyg_orch.loading.stats import LoaderStats, batch_stats
-from pyg_orch.sampling import OrchNeighborSampler
+from pyg_orch.loading.checkpoint import fingerprint
+from pyg_orch.loading.orch_loader import OrchLoader
 
 
-class OrchNeighborLoader(HotServing, NeighborLoader):
+class OrchNeighborLoader(OrchLoader, NeighborLoader):
     r"""A drop-in :class:`~torch_geometric.loader.NeighborLoader` with hot vertices.
 
     It takes every argument of :class:`~torch_geometric.loader.NeighborLoader`,
@@ -169,250 +148,41 @@ class OrchNeighborLoader(HotServing, NeighborLoader):
         feature_dtype: torch.dtype | None = None,
         **kwargs: Any,
     ) -> None:
+        options = HotOptions(
+            hot_ratio, hot_method, hot, presample_epochs, cache, super_batch,
+            staleness, hot_fanout,
+        )  # fmt: skip
         # By name: a reordered signature cannot swap two checks.
         check_loader_arguments(
-            data, num_neighbors, hot_ratio=hot_ratio, hot_method=hot_method,
-            hot=hot, presample_epochs=presample_epochs, cache=cache,
-            super_batch=super_batch, staleness=staleness, hot_fanout=hot_fanout,
-            prefetch=prefetch, device=device, device_cache=device_cache,
-            check_finite=check_finite, **kwargs,
+            data, num_neighbors, options, prefetch=prefetch, device=device,
+            device_cache=device_cache, check_finite=check_finite, **kwargs,
         )  # fmt: skip
-        data = with_feature_dtype(data, feature_dtype)
-        if "batch_size" in kwargs:
-            # A NumPy int passes the check, but DataLoader takes only an int.
-            kwargs["batch_size"] = int(kwargs["batch_size"])
-        if kwargs.get("neighbor_sampler") is None:
-            kwargs["neighbor_sampler"] = OrchNeighborSampler.for_loader(
-                data, num_neighbors, kwargs
-            )
-        # With a device, the loader gathers x itself (page-locked, and only
-        # the rows the feature cache lacks): PyG filters a graph without it.
-        self.features = loader_features(
-            data, device is not None or hot is not None or hot_ratio != 0
+        data = self._prepare(
+            data, num_neighbors, options, device, feature_dtype, kwargs
         )
-        self.device = torch.device(device) if device is not None else None
-        if self.device is not None and self.features is not None:
-            num_nodes = data.num_nodes
-            data = copy.copy(data)
-            del data.x
-            data.num_nodes = num_nodes
         super().__init__(data, num_neighbors, **kwargs)
-        self.hot_method = hot_method
-        self.prefetch = prefetch
-        self.stats = LoaderStats()
-        budget = device_budget(device_cache, self.device)
-        self._hot_vertices = HotVertices(
-            self.node_sampler,
-            hot_features(data) if isinstance(data, HeteroData) else self.features,
-            self.device,
-            ratio=hot_ratio,
-            mode=cache,
-            super_batch=super_batch,
-            num_neighbors=num_neighbors,
-            staleness=staleness,
-            fanout=hot_fanout,
-            edge_weight=graph_edge_weight(data),
-        )
-        self._hot_vertices.choose(
-            hot,
-            hot_method,
-            self.input_data.node,
-            self.batch_size,
-            presample_epochs,
-            self.input_data.input_type,
-        )
-        budget -= self._hot_vertices.reserve_device(budget)
-        self.feature_cache: FeatureCache | None = (
-            None
-            if self.features is None
-            else build_feature_cache(
-                self.features, self.node_sampler.row, budget, self.device
-            )
-        )
-        self._epochs = Epochs()
-        self._producer = BatchProducer(
-            self._make_batch,
-            self._hot_vertices,
-            self.device,
-            self.feature_cache,
-            prefetch,
-        )
+        self._start(
+            data, self.node_sampler, num_neighbors, options, prefetch, device_cache,
+            input_nodes=self.input_data.node, input_type=self.input_data.input_type,
+        )  # fmt: skip
+
+    def _sample(self, index: Tensor | list[int]) -> Any:
+        return self.node_sampler.sample_from_nodes(self.input_data[index])
 
     @property
-    def tuning(self) -> HotRatioTuning | None:
-        """What ``hot_ratio="auto"`` measured and chose, once it did."""
-        return self._hot_vertices.tuning
+    def num_inputs(self) -> int:
+        """The number of seed nodes an epoch visits."""
+        return self.input_data.node.numel()
 
-    @property
-    def super_batch(self) -> int:
-        """Batches served by one re-sampled or embedded hot buffer."""
-        return self._hot_vertices.super_batch
-
-    @property
-    def staleness(self) -> int:
-        """Most training steps between the making of hot values and their use."""
-        return self._hot_vertices.staleness
-
-    @property
-    def hot_fanout(self) -> int:
-        """Neighbours sampled per hot vertex when its values are re-made."""
-        return self._hot_vertices.fanout
-
-    def tune_hot_ratio(
-        self,
-        serve: Any,
-        step_seconds: Any,
-        ratios: tuple[float, ...] = AUTO_RATIOS,
-        batches: int = 3,
-    ) -> HotRatioTuning:
-        """Chooses ``hot_ratio="auto"``: the ratio that hides CPU under device work.
-
-        For each candidate ratio it builds the hot cache, then times the CPU
-        side (sampling, gathering, copying, and the per-batch share of a hot
-        refresh) and the device side (a forward and backward pass, no update)
-        on the same ``batches`` batches after a warm-up one, in
-        :data:`~pyg_orch.hot.tuning.AUTO_ROUNDS` rounds that each visit every
-        candidate, and keeps the choice of
-        :func:`~pyg_orch.hot.tuning.choose_hot_ratio` on the medians. Called by
-        :class:`~pyg_orch.OrchModel`; the result is kept in ``loader.tuning``.
-
-        Args:
-            serve: ``serve(loader)`` prepares the cache for the model (what
-                ``OrchModel`` does when it wraps a model).
-            step_seconds: ``step_seconds(batch)``, the device time of a batch.
-            ratios: the candidates.
-            batches: timed batches per candidate.
-
-        Returns:
-            The measurements and the choice.
-        """
-        tuning = self._hot_vertices.tune(
-            functools.partial(serve, self),
-            functools.partial(self._producer.time, self.batch_sampler, step_seconds),
-            ratios,
-            batches,
-            overlap=self.prefetch > 0,
-        )
-        self.stats.reset()
-        return tuning
-
-    @property
-    def uses_pipeline(self) -> bool:
-        """Whether iterating runs the :class:`~pyg_orch.loading.pipeline.Pipeline`."""
-        return (
-            self.prefetch > 0 or self.device is not None or self._hot_vertices.dynamic
-        )
-
-    def __iter__(self) -> Any:
-        self._hot_vertices.check_ready()
-        if not self.uses_pipeline:
-            return super().__iter__()
-        if self.num_workers > 0:
-            raise ValueError(
-                "prefetch, device and the resample and embedding cache modes run "
-                "in pyg_orch's own threads, not in DataLoader worker processes: "
-                "set num_workers=0"
-            )
-        epoch = self._epochs.next_plan(self.batch_sampler)
-        pipeline = self._producer.pipeline(epoch)
-        self._epochs.track(pipeline, epoch)
-        return pipeline
-
-    def close(self) -> None:
-        """Stops the background threads of every open iteration, if any."""
-        self._epochs.close()
-
-    def state_dict(self) -> dict[str, Any]:
-        """What it takes to resume training where it stopped.
-
-        What identifies the graph and the loader (sizes, fingerprints of the
-        edges, features and input nodes, and the batching arguments), the
-        hot set (ids, scores, method), the chosen ``hot_ratio``, the hot
-        cache's mode and computed values, and, when the current epoch runs
-        through the :class:`~pyg_orch.Pipeline`, its position: the batch
-        order, the seeds, the number of batches handed out, and the hot
-        buffers started for the rest of the epoch (in embedding mode, the
-        bottom layer's weights they are computed from). Save it with
-        :func:`torch.save` next to the model's and optimizer's state dicts.
-        Without a pipeline (``prefetch=0``, no ``device``, static cache), the
-        position is ``None``: batches come from the global generator, as in
-        ``NeighborLoader``, and a resumed run starts a new epoch.
-
-        Returns:
-            A dictionary of tensors and plain values.
-
-        Raises:
-            RuntimeError: ``hot_ratio="auto"`` is not chosen yet.
+    def seed_identity(self) -> dict[str, Any]:
+        """The seed nodes' number and fingerprint, for a checkpoint.
 
         Example:
             >>> from pyg_orch.datasets import load_cora
-            >>> loader = OrchNeighborLoader(load_cora(), [5], batch_size=512,
-            ...                             hot_ratio=0.1, prefetch=1)
-            >>> version = loader.serve("mean")  # what OrchModel(model, loader) does
-            >>> with loader:
-            ...     batch = next(iter(loader))
-            ...     state = loader.state_dict()
-            >>> state["position"]["next"], state["hot_nodes"].numel()
-            (1, 271)
+            >>> OrchNeighborLoader(load_cora(), [5]).seed_identity()["num_inputs"]
+            2708
         """
-        hot = self._hot_vertices.state()
         return {
-            "identity": loader_identity(self),
-            **hot,
-            "position": self._epochs.position(self.super_batch),
+            "num_inputs": self.num_inputs,
+            "input_nodes": fingerprint(self.input_data.node),
         }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores :meth:`state_dict`: the next iteration resumes there.
-
-        The hot set and the cache's values are taken as saved (nothing is
-        presampled or aggregated again); with a saved position, the next
-        ``iter(loader)`` yields the rest of the interrupted epoch, batch for
-        batch as the uninterrupted run would have, with the hot values it
-        would have had (also in embedding mode, from the weights saved with
-        the position). Build the loader with the same graph and arguments as
-        the saved one (``hot_ratio=0`` too: the checkpoint brings the hot
-        set). A model wrapped before keeps serving the loader; otherwise wrap
-        it after loading, as the loader yields no hot batch until then.
-
-        Args:
-            state: a dictionary from :meth:`state_dict`.
-
-        Raises:
-            ValueError: naming the key: the checkpoint was saved for another
-                graph or by a loader with other arguments, or a key is
-                missing, unknown, or holds a value of the wrong type or range.
-                Nothing is changed then.
-        """
-        check_state(state, self, self._hot_vertices)
-        self._hot_vertices.restore(state)
-        self._epochs.resume(state["position"])
-
-    def __enter__(self) -> OrchNeighborLoader:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def collate_fn(self, index: Tensor | list[int]) -> Any:
-        # NodeLoader.collate_fn with the sampling timed: with
-        # filter_per_worker, filtering happens in here too.
-        tick = time.perf_counter()
-        out = self.node_sampler.sample_from_nodes(self.input_data[index])
-        out.sample_seconds = time.perf_counter() - tick
-        return self.filter_fn(out) if self.filter_per_worker else out
-
-    def filter_fn(self, out: Any) -> Data:
-        tick = time.perf_counter()
-        batch = super().filter_fn(out)
-        if self.device is not None and self.features is not None:
-            gather_features(batch, self.features, self.feature_cache)
-        self._hot_vertices.annotate(batch)
-        sample_seconds = getattr(out, "sample_seconds", 0.0)
-        self.stats.add(batch_stats(batch, sample_seconds, time.perf_counter() - tick))
-        return batch
-
-    def _make_batch(self, seeds: list[int]) -> Data:
-        # One batch as the DataLoader makes it, in the calling thread.
-        out = self.collate_fn(seeds)
-        return out if self.filter_per_worker else self.filter_fn(out)

@@ -15,6 +15,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from pyg_orch.aggregation import HALF_WIDTHS
 from pyg_orch.loading.node_loader import OrchNeighborLoader
+from pyg_orch.loading.orch_loader import OrchLoader
 from pyg_orch.nn.basic_layers import BasicLayers
 from pyg_orch.nn.convs import reads_edge_value
 from pyg_orch.nn.hetero_layers import HeteroLayers
@@ -129,7 +130,7 @@ class OrchModel(torch.nn.Module):
     def __init__(
         self,
         model: BasicGNN,
-        loader: OrchNeighborLoader | None = None,
+        loader: OrchLoader | None = None,
         precision: str = "fp32",
     ):
         check_model_arguments(model, loader)
@@ -167,7 +168,7 @@ class OrchModel(torch.nn.Module):
         elif loader is not None and loader.cache is not None:
             self._serve_from(loader)
 
-    def _serve_from(self, loader: OrchNeighborLoader) -> None:
+    def _serve_from(self, loader: OrchLoader) -> None:
         if self._hetero is not None:
             self._hot_version = loader.serve(_relation_kinds(self._hetero, loader))
             return

@@ -12,7 +12,6 @@ from ogb_layouts import OGB_NODES, tiny_arxiv
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
-from pyg_orch import datasets
 from pyg_orch.datasets import (
     default_root,
     load_cora,
@@ -23,6 +22,7 @@ from pyg_orch.datasets import (
     power_law_graph,
     power_law_hetero_graph,
     random_split_masks,
+    synthetic,
 )
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -458,10 +458,10 @@ def test_power_law_seeded():
 def test_power_law_independent_of_chunking(monkeypatch):
     expected = power_law_graph(3000, avg_degree=8, num_features=7, seed=2)
     # Tiny chunks force many threaded kernel calls (and top-up offsets).
-    monkeypatch.setattr(datasets, "_EDGE_CHUNK", 997)
-    monkeypatch.setattr(datasets, "_ROW_CHUNK", 101)
+    monkeypatch.setattr(synthetic, "_EDGE_CHUNK", 997)
+    monkeypatch.setattr(synthetic, "_ROW_CHUNK", 101)
     chunked = power_law_graph(3000, avg_degree=8, num_features=7, seed=2)
-    monkeypatch.setattr(datasets, "_num_threads", lambda: 1)
+    monkeypatch.setattr(synthetic, "_num_threads", lambda: 1)
     serial = power_law_graph(3000, avg_degree=8, num_features=7, seed=2)
     for key in REQUIRED:
         assert torch.equal(expected[key], chunked[key]), key
@@ -526,14 +526,14 @@ def _structure_reference(scale: float, exponent: float, seed: int) -> HeteroData
     rng = np.random.default_rng(seed)
     data = HeteroData()
     weights = {}
-    for node_type, count in datasets.MAG_NODES.items():
+    for node_type, count in synthetic.MAG_NODES.items():
         num_nodes = max(round(count * scale), 1)
         data[node_type].num_nodes = num_nodes
         weights[node_type] = rng.permutation(
-            datasets._rank_weights(num_nodes, 10.0, exponent)
+            synthetic._rank_weights(num_nodes, 10.0, exponent)
         )
         weights[node_type] /= weights[node_type].sum()
-    for (src, relation, dst), count in datasets.MAG_RELATIONS.items():
+    for (src, relation, dst), count in synthetic.MAG_RELATIONS.items():
         num_edges = max(round(count * scale), 1)
         edge_index = torch.from_numpy(
             np.stack(
@@ -567,7 +567,7 @@ def _assert_same_hetero(first: HeteroData, second: HeteroData) -> None:
 def test_power_law_hetero_shapes(hetero):
     data = hetero
     assert len(data.edge_types) == 8
-    for node_type, count in datasets.MAG_NODES.items():
+    for node_type, count in synthetic.MAG_NODES.items():
         store = data[node_type]
         num_nodes = round(count * HETERO_SCALE)
         assert store.num_nodes == num_nodes
@@ -584,7 +584,7 @@ def test_power_law_hetero_shapes(hetero):
     assert int(paper.train_mask.sum()) == int(0.6 * paper.num_nodes)
     for node_type in ("author", "institution", "field_of_study"):
         assert "y" not in data[node_type] and "train_mask" not in data[node_type]
-    for (src, relation, dst), count in datasets.MAG_RELATIONS.items():
+    for (src, relation, dst), count in synthetic.MAG_RELATIONS.items():
         edge_index = data[src, relation, dst].edge_index
         assert edge_index.dtype == torch.int64
         assert edge_index.shape == (2, round(count * HETERO_SCALE))
@@ -617,10 +617,10 @@ def test_power_law_hetero_seeded():
 
 def test_power_law_hetero_independent_of_chunking(monkeypatch):
     expected = power_law_hetero_graph(0.002, seed=2, num_features=7)
-    monkeypatch.setattr(datasets, "_EDGE_CHUNK", 997)
-    monkeypatch.setattr(datasets, "_ROW_CHUNK", 101)
+    monkeypatch.setattr(synthetic, "_EDGE_CHUNK", 997)
+    monkeypatch.setattr(synthetic, "_ROW_CHUNK", 101)
     chunked = power_law_hetero_graph(0.002, seed=2, num_features=7)
-    monkeypatch.setattr(datasets, "_num_threads", lambda: 1)
+    monkeypatch.setattr(synthetic, "_num_threads", lambda: 1)
     serial = power_law_hetero_graph(0.002, seed=2, num_features=7)
     _assert_same_hetero(expected, chunked)
     _assert_same_hetero(expected, serial)
@@ -675,7 +675,7 @@ def test_power_law_hetero_tiny_types_with_empty_classes():
     # node of those types, and their edges fall back to any node of the type.
     data = power_law_hetero_graph(0.0001, num_features=3, homophily=1.0)
     assert data["institution"].num_nodes == 1
-    for (src, relation, dst), count in datasets.MAG_RELATIONS.items():
+    for (src, relation, dst), count in synthetic.MAG_RELATIONS.items():
         edge_index = data[src, relation, dst].edge_index
         assert edge_index.size(1) == round(count * 0.0001)
         assert int(edge_index[0].max()) < data[src].num_nodes

@@ -236,7 +236,8 @@ def test_every_public_class_and_function_has_an_example():
 
     modules = [
         "hotness", "hot", "cache", "pipeline", "producer", "epoch", "stats",
-        "loader", "link_loader", "model", "sampling", "datasets", "train",
+        "loader", "link_loader", "model", "sampling", "datasets", "datasets.readers",
+        "datasets.splits", "datasets.synthetic", "datasets.dispatch", "train",
         "kernels.aggregate", "validation", "distributed", "checkpoint", "options",
     ]  # fmt: skip
     missing = []

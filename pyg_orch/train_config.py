@@ -1,7 +1,7 @@
 """The settings of a training job: :class:`TrainConfig`, checked at construction.
 
 Example:
-    >>> TrainConfig(dataset="cora", epochs=2).hot_ratio
+    >>> TrainConfig(dataset="cora", epochs=2, hot_ratio=0.2).hot_ratio
     0.2
 """
 

@@ -246,12 +246,13 @@ def test_a_larger_ratio_within_the_margin_of_noise_leaves_the_smaller_one():
 
 def test_auto_tuning_takes_medians_of_rounds_that_visit_every_ratio():
     from pyg_orch.datasets import load_cora
+    from pyg_orch.hot.options import HotOptions
     from pyg_orch.hot.vertices import HotVertices
 
     data = load_cora()
-    hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, ratio="auto",
-                      mode=None, super_batch=8, num_neighbors=[5])  # fmt: skip
-    hot.choose(None, "degree", torch.arange(64), 64, 1)
+    options = HotOptions(hot_ratio="auto", hot_method="degree")
+    hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, None, options, [5])
+    hot.choose(torch.arange(64), 64)
     visits = []
     # Rounds of (0, 0.1, 0.2): 0.1 is 3 % cheaper than 0 (within the margin),
     # 0.2 is 20 % cheaper but for one slow spell, which its median ignores.

@@ -490,7 +490,9 @@ def test_fan_outs_wrapped_in_num_neighbors_pass():
 
 def test_heterodata_passes_the_checks_with_or_without_hot_vertices():
     # The Numba sampler samples HeteroData, with hot nodes of any type.
+    from pyg_orch.hot.options import HotOptions
+
     check = pyg_orch.loading.arguments.check_loader_arguments
-    check(hetero(), [2], input_nodes="a", batch_size=2)
-    check(hetero(), [2], input_nodes="a", hot_ratio=0.1)
-    check(hetero(), [2], input_nodes="a", hot_ratio={"a": 0.1})
+    check(hetero(), [2], HotOptions(), input_nodes="a", batch_size=2)
+    check(hetero(), [2], HotOptions(hot_ratio=0.1), input_nodes="a")
+    check(hetero(), [2], HotOptions(hot_ratio={"a": 0.1}), input_nodes="a")

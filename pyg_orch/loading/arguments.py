@@ -27,7 +27,7 @@ from pyg_orch.hot.choice import check_hot_ratio
 from pyg_orch.hot.options import HotOptions
 
 
-def check_num_neighbors(num_neighbors: Any) -> None:
+def check_num_neighbors(num_neighbors: Any, allow_no_hops: bool = False) -> None:
     """Checks the fan-outs of a homogeneous graph: one int per hop, each >= -1.
 
     A :class:`~torch_geometric.sampler.base.NumNeighbors` holding a list is
@@ -60,7 +60,7 @@ def check_num_neighbors(num_neighbors: Any) -> None:
             f"num_neighbors must be a list with one fan-out per hop, e.g. "
             f"[15, 10], got {num_neighbors!r}"
         )
-    if len(values) == 0:
+    if len(values) == 0 and not allow_no_hops:
         raise ValueError(
             "num_neighbors must hold at least one fan-out (one per hop, e.g. "
             "[15, 10] for a 2-layer model), got []"
@@ -359,6 +359,7 @@ def check_loader_arguments(
     device: Any = None,
     device_cache: int | str = 0,
     check_finite: bool = False,
+    no_hops: bool = False,
     **kwargs: Any,
 ) -> None:
     """Checks the arguments of a loader, all at once.
@@ -382,6 +383,8 @@ def check_loader_arguments(
         device: ``None`` or a device this machine has.
         device_cache: bytes >= 0 or ``"auto"``.
         check_finite: whether to scan ``data.x`` for NaN and inf.
+        no_hops: whether ``num_neighbors=[]`` (the seeds alone, no hop) is
+            allowed without hot vertices, as the link loader allows it.
         **kwargs: the loader's other arguments; ``input_nodes``,
             ``batch_size`` and ``num_workers`` are checked.
 
@@ -416,8 +419,11 @@ def check_loader_arguments(
         raise ValueError(f"check_finite must be True or False, got {check_finite!r}")
     if hetero or not isinstance(data, Data):
         return  # PyG checks heterogeneous and remote graphs
-    check_num_neighbors(num_neighbors)
-    num_nodes = check_graph(data)
+    check_num_neighbors(num_neighbors, allow_no_hops=no_hops and not options.wants_hot)
+    if no_hops and data.edge_index is None and not num_neighbors:
+        num_nodes = data.num_nodes  # seed edges alone: no graph to sample
+    else:
+        num_nodes = check_graph(data)
     check_input_nodes(kwargs.get("input_nodes"), num_nodes)
     check_features(
         data.x,

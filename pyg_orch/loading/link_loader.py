@@ -131,7 +131,7 @@ class OrchLinkNeighborLoader(OrchLoader, LinkNeighborLoader):
         arguments = {**bound.arguments, **bound.arguments.get("kwargs", {})}
         check_loader_arguments(
             data, num_neighbors, options, prefetch=prefetch, device=device,
-            device_cache=device_cache, check_finite=check_finite,
+            device_cache=device_cache, check_finite=check_finite, no_hops=True,
             **{key: arguments[key] for key in _CHECKED if key in arguments},
         )  # fmt: skip
         _check_edge_label_index(data, arguments.get("edge_label_index"))

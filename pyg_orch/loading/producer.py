@@ -38,9 +38,9 @@ class BatchProducer:
         prefetch: batches a pipeline prepares ahead (0: none).
 
     Example:
+        >>> from pyg_orch.hot.options import HotOptions
         >>> from pyg_orch.loading.epoch import draw_epoch
-        >>> hot = HotVertices(None, None, ratio=0.0, mode=None, super_batch=8,
-        ...                   num_neighbors=[5])
+        >>> hot = HotVertices(None, None, None, HotOptions(), [5])
         >>> producer = BatchProducer(lambda seeds: Data(seeds=torch.tensor(seeds)),
         ...                          hot, device=None, feature_cache=None, prefetch=1)
         >>> pipeline = producer.pipeline(draw_epoch([[0, 1], [2]]))
@@ -113,8 +113,8 @@ class BatchProducer:
         touching the global random state), after a warm-up one.
 
         Example:
-            >>> hot = HotVertices(None, None, ratio=0.0, mode=None, super_batch=8,
-            ...                   num_neighbors=[5])
+            >>> from pyg_orch.hot.options import HotOptions
+            >>> hot = HotVertices(None, None, None, HotOptions(), [5])
             >>> producer = BatchProducer(lambda seeds: Data(), hot, None, None, 0)
             >>> producer.time([[0, 1], [2], [3]], lambda batch: 0.5, batches=2)[1]
             0.5

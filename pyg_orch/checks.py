@@ -23,16 +23,37 @@ _FINITE_CHUNK = 1 << 24
 
 
 def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (a NumPy one too), not a bool.
+
+    Example:
+        >>> is_int(3), is_int(True), is_int(3.0)
+        (True, False, False)
+    """
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
 def shape_of(tensor: Tensor) -> list[int]:
+    """A tensor's shape as a plain list, as error messages show it.
+
+    Example:
+        >>> shape_of(torch.zeros(2, 3))
+        [2, 3]
+    """
     return list(tensor.shape)
 
 
 def check_not_uint8(tensor: Tensor, name: str) -> None:
-    # torch once used uint8 masks: a 0/1 uint8 tensor is ambiguous, and PyG
-    # reads it as the node ids 0 and 1.
+    """Refuses a ``uint8`` tensor, which could be a mask or node ids.
+
+    torch once used uint8 masks: a 0/1 uint8 tensor is ambiguous, and PyG
+    reads it as the node ids 0 and 1.
+
+    Example:
+        >>> check_not_uint8(torch.ones(2, dtype=torch.uint8), "hot")
+        Traceback (most recent call last):
+        ...
+        TypeError: hot is a torch.uint8 tensor, which could be a mask or node ids: pass hot.bool() for a mask over the nodes or hot.long() for node ids
+    """  # noqa: E501 - a doctest's output is one line
     if tensor.dtype == torch.uint8:
         raise TypeError(
             f"{name} is a torch.uint8 tensor, which could be a mask or node ids: "
@@ -42,7 +63,12 @@ def check_not_uint8(tensor: Tensor, name: str) -> None:
 
 
 def id_range(ids: Tensor, name: str) -> tuple[int, int]:
-    # The smallest and largest id, by one min/max pass.
+    """The smallest and largest id of ``ids`` (named ``name``), in one pass.
+
+    Example:
+        >>> id_range(torch.tensor([4, 1, 7]), "input_nodes")
+        (1, 7)
+    """
     if ids.is_meta:
         raise ValueError(
             f"{name} is on the meta device, so it has a shape but no node ids: "

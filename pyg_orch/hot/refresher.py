@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from pyg_orch.checks import checkpoint_key as _key
 from pyg_orch.hot.cache import HotCache
+from pyg_orch.sampling import derived_seed
 
 if TYPE_CHECKING:
     pass
@@ -51,8 +51,7 @@ def refresh_seed(base_seed: int, version: int) -> int:
         >>> refresh_seed(0, 1) != refresh_seed(0, 2)
         True
     """
-    state = np.random.SeedSequence([base_seed, version]).generate_state(1, np.uint64)
-    return int(state[0] >> np.uint64(2))
+    return derived_seed(base_seed, version)
 
 
 @dataclass
@@ -75,7 +74,12 @@ class HotValues:
 
 
 class Failure:
-    """A worker's exception, passed to the consumer."""
+    """A worker thread's exception, passed to the consumer, who raises it.
+
+    Example:
+        >>> Failure(ValueError("boom")).error.args
+        ('boom',)
+    """
 
     def __init__(self, error: BaseException) -> None:
         self.error = error

@@ -27,6 +27,13 @@ class CheckpointedLoader(Protocol):
 
     :class:`~pyg_orch.loading.orch_loader.OrchLoader` has it; the checks
     take any object that does, so that they sit below the loaders.
+
+    Example:
+        >>> from pyg_orch import OrchNeighborLoader
+        >>> from pyg_orch.datasets import load_cora
+        >>> loader: CheckpointedLoader = OrchNeighborLoader(load_cora(), [5])
+        >>> loader.num_inputs
+        2708
     """
 
     data: Any

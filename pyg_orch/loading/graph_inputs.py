@@ -73,11 +73,22 @@ def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:
 
 
 def loader_features(data: Any, read_by_kernels: bool) -> Tensor | None:
-    # NumPy features (an np.memmap: features on disk) are viewed, not copied.
-    # The kernels of hot vertices and device= read C-contiguous rows, as
-    # hot_features gives them; otherwise a strided view (e.g. the column
-    # slice x[:, :k]) is not copied. A heterogeneous graph's x here is its
-    # global one, which no kernel reads (its hot vertices get hot_features).
+    """The features a loader keeps: ``data.x``, C-contiguous where kernels read it.
+
+    NumPy features (an :class:`numpy.memmap`: features on disk) are viewed,
+    not copied. The kernels of hot vertices and ``device=`` read C-contiguous
+    rows, as :func:`hot_features` gives them; otherwise a strided view (e.g.
+    the column slice ``x[:, :k]``) is not copied. A heterogeneous graph's
+    ``x`` here is its global one, which no kernel reads (its hot vertices get
+    :func:`hot_features`).
+
+    Example:
+        >>> x = torch.ones(3, 4)[:, :2]
+        >>> loader_features(Data(x=x), True).is_contiguous()
+        True
+        >>> loader_features(Data(x=x), False).is_contiguous()
+        False
+    """
     if read_by_kernels and not isinstance(data, HeteroData):
         return hot_features(data)
     return feature_tensor(getattr(data, "x", None))

@@ -23,7 +23,7 @@ from pyg_orch.hot.vertices import HotVertices
 from pyg_orch.loading.epoch import EpochPlan
 from pyg_orch.loading.feature_cache import FeatureCache, to_device
 from pyg_orch.loading.pipeline import Pipeline
-from pyg_orch.sampling import drawing_from
+from pyg_orch.sampling import derived_seed, drawing_from
 
 
 class BatchProducer:
@@ -62,15 +62,16 @@ class BatchProducer:
 
     def pipeline(self, epoch: EpochPlan) -> Pipeline:
         """A :class:`~pyg_orch.Pipeline` of ``epoch``'s batches, from its start."""
+        # Each batch draws (neighbours, negatives) from its own generator,
+        # seeded from the epoch's and its index: what it draws does not depend
+        # on what the batches before it drew, so an epoch resumes at any batch.
         generator = torch.Generator()
         generator.set_state(epoch.generator_state)
-        for _ in range(epoch.start):
-            # Replays the sampler's one draw per batch already trained.
-            torch.randint(0, 2**62, (1,), generator=generator)
+        epoch_seed = int(torch.randint(0, 2**62, (1,), generator=generator))
         refresher = self.hot.refresher(epoch.refresh_seed, epoch.start, epoch.refreshes)
         # The refresher serves what the loader served when it started.
         produce = functools.partial(
-            self._produce, refresher, self.hot.served, generator
+            self._produce, refresher, self.hot.served, epoch_seed
         )
         return Pipeline(
             epoch.jobs, produce, self.prefetch, refresher, self.device, epoch.start
@@ -80,10 +81,11 @@ class BatchProducer:
         self,
         refresher: HotRefresher | None,
         served: tuple[str | None, int] | None,
-        generator: torch.Generator,
+        epoch_seed: int,
         index: int,
         seeds: list[int],
     ) -> tuple[Data, int | None]:
+        generator = torch.Generator().manual_seed(derived_seed(epoch_seed, index))
         with drawing_from(generator):
             batch = self.make_batch(seeds)
         created = None

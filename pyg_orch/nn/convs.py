@@ -153,7 +153,12 @@ def _plain_linear(module: torch.nn.Module) -> bool:
 
 
 def sort_by_destination(src: Tensor, dst: Tensor, *values: Tensor) -> tuple:
-    """``(src, dst, *values)`` ordered by ``dst`` (stable), as given if already."""
+    """``(src, dst, *values)`` ordered by ``dst`` (stable), as given if already.
+
+    Example:
+        >>> sort_by_destination(torch.tensor([0, 1]), torch.tensor([2, 1]))
+        (tensor([1, 0]), tensor([1, 2]))
+    """
     if dst.numel() > 1 and bool((dst[1:] < dst[:-1]).any()):
         order = torch.argsort(dst, stable=True)
         return (src[order], dst[order], *(value[order] for value in values))
@@ -161,7 +166,12 @@ def sort_by_destination(src: Tensor, dst: Tensor, *values: Tensor) -> tuple:
 
 
 def row_pointers(dst: Tensor, num_dst: int) -> Tensor:
-    """CSR row pointers ``[num_dst + 1]`` of edges sorted by ``dst``."""
+    """CSR row pointers ``[num_dst + 1]`` of edges sorted by ``dst``.
+
+    Example:
+        >>> row_pointers(torch.tensor([0, 0, 2]), num_dst=3)
+        tensor([0, 2, 2, 3])
+    """
     rowptr = torch.zeros(num_dst + 1, dtype=torch.long, device=dst.device)
     torch.cumsum(torch.bincount(dst, minlength=num_dst), 0, out=rowptr[1:])
     return rowptr
@@ -173,6 +183,12 @@ def csr_adjacency(
     """A ``[num_dst, num_src]`` CSR adjacency, duplicates kept as entries.
 
     ``weight`` holds the entries, in the dtype of the features they multiply.
+
+    Example:
+        >>> adjacency = csr_adjacency(torch.tensor([1, 0]), torch.tensor([0, 0]),
+        ...                           torch.ones(2), num_dst=1, num_src=2)
+        >>> adjacency.to_dense()
+        tensor([[1., 1.]])
     """
     src, dst, weight = sort_by_destination(src, dst, weight)
     return torch.sparse_csr_tensor(
@@ -182,7 +198,12 @@ def csr_adjacency(
 
 
 def cold_rows(num_rows: int, hot_index: Tensor) -> Tensor:
-    """``True`` for each of ``num_rows`` rows but those of ``hot_index``."""
+    """``True`` for each of ``num_rows`` rows but those of ``hot_index``.
+
+    Example:
+        >>> cold_rows(3, torch.tensor([1]))
+        tensor([ True, False,  True])
+    """
     cold = torch.ones(num_rows, dtype=torch.bool, device=hot_index.device)
     cold[hot_index] = False
     return cold

@@ -145,4 +145,4 @@ def test_old_module_paths_still_import_and_warn(old, name):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="no attribute"):
-            module.no_such_name
+            _ = module.no_such_name

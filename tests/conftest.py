@@ -33,3 +33,11 @@ def cora():
     from pyg_orch.datasets import load_cora
 
     return load_cora()
+
+
+@pytest.fixture(scope="module")
+def mag():
+    """A small ogbn-mag-shaped heterogeneous graph with 8 features per type."""
+    from pyg_orch.datasets import power_law_hetero_graph
+
+    return power_law_hetero_graph(scale=0.002, num_features=8, seed=3)

@@ -11,19 +11,8 @@ import torch.nn.functional as F
 from torch_geometric.nn import GIN, GraphSAGE, to_hetero
 
 from pyg_orch import OrchLinkNeighborLoader, OrchModel
-from pyg_orch.datasets import load_cora, power_law_hetero_graph
 
 WRITES = ("author", "writes", "paper")
-
-
-@pytest.fixture(scope="module")
-def cora():
-    return load_cora()
-
-
-@pytest.fixture(scope="module")
-def mag():
-    return power_law_hetero_graph(scale=0.002, num_features=8, seed=3)
 
 
 def link_loss(z_src, z_dst, label):

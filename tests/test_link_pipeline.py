@@ -13,19 +13,8 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import GraphSAGE, to_hetero
 
 from pyg_orch import OrchLinkNeighborLoader, OrchModel
-from pyg_orch.datasets import load_cora, power_law_hetero_graph
 
 WRITES = ("author", "writes", "paper")
-
-
-@pytest.fixture(scope="module")
-def cora():
-    return load_cora()
-
-
-@pytest.fixture(scope="module")
-def mag():
-    return power_law_hetero_graph(scale=0.002, num_features=8, seed=3)
 
 
 def link_loss(z, batch):
@@ -121,9 +110,7 @@ def test_a_resumed_link_epoch_equals_the_uninterrupted_one(
     assert same(rest, uninterrupted[2:])
 
 
-def test_a_link_checkpoint_is_refused_by_a_node_loader_and_other_seeds(
-    cora, tmp_path
-):
+def test_a_link_checkpoint_is_refused_by_a_node_loader_and_other_seeds(cora, tmp_path):
     from pyg_orch import OrchNeighborLoader
 
     loader = homogeneous(cora, prefetch=1, neg_sampling="binary")

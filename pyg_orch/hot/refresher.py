@@ -1,22 +1,17 @@
-"""The pipeline: the CPU prepares the next batches while the device trains.
+"""Re-made hot values: the refresher thread and its staleness bound.
 
-Two kinds of background thread, both named ``pyg_orch-*``:
-
-- a *producer* samples, gathers and copies batches ``i+1 .. i+k`` while the
-  training loop (the *consumer*) trains on batch ``i`` (:class:`Pipeline`);
-- a *refresher* recomputes the hot values (re-sampled aggregates or layer-0
-  embeddings) for the next super-batch (:class:`HotRefresher`).
+In ``cache="resample"`` and ``cache="embedding"`` modes the hot values are
+re-made for every ``super_batch`` batches by a background thread named
+``pyg_orch-refresh`` (:class:`HotRefresher`): re-sampled aggregates, or the
+bottom layer's outputs from a snapshot of its weights
+(:func:`cache_refresher` builds one for a loader's cache).
 
 Staleness is counted in training steps: batch ``t`` is handed to the training
-loop after ``t`` steps. Hot values made at step ``c`` (re-sampled then, or
-computed from a weight snapshot taken then) may be used by batch ``t`` only if
-``t - c <= staleness``. The refresher starts each buffer late enough for that
-to hold, and the consumer checks it on every batch: it blocks rather than use
-older values.
-
-Failures: an exception in a thread is raised in the training loop at the next
-batch. :meth:`~pyg_orch.Pipeline.close` (also on garbage collection) stops and
-joins every thread.
+loop after ``t`` steps. Hot values made at step ``c`` may be used by batch
+``t`` only if ``t - c <= staleness``. The refresher starts each buffer late
+enough for that to hold, and the loader's pipeline
+(:class:`~pyg_orch.loading.pipeline.Pipeline`) checks it on every batch: it
+blocks rather than use older values.
 """
 
 from __future__ import annotations

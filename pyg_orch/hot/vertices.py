@@ -410,9 +410,8 @@ class HotVertices:
             >>> from pyg_orch import OrchNeighborSampler
             >>> from pyg_orch.datasets import load_cora
             >>> data = load_cora()
-            >>> options = HotOptions(0.1, "degree")
-        >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, None,
-        ...                   options, [5])
+            >>> hot = HotVertices(OrchNeighborSampler(data, [5]), data.x, None,
+            ...                   HotOptions(0.1, "degree"), [5])
             >>> hot.choose(torch.arange(64), 64)
             >>> state = hot.state()
             >>> hot.restore({**state, "hot_nodes": state["hot_nodes"][:3]})

@@ -5,14 +5,11 @@ Two kinds of background thread, both named ``pyg_orch-*``:
 - a *producer* samples, gathers and copies batches ``i+1 .. i+k`` while the
   training loop (the *consumer*) trains on batch ``i`` (:class:`Pipeline`);
 - a *refresher* recomputes the hot values (re-sampled aggregates or layer-0
-  embeddings) for the next super-batch (:class:`HotRefresher`).
+  embeddings) for the next super-batch
+  (:class:`~pyg_orch.hot.refresher.HotRefresher`).
 
-Staleness is counted in training steps: batch ``t`` is handed to the training
-loop after ``t`` steps. Hot values made at step ``c`` (re-sampled then, or
-computed from a weight snapshot taken then) may be used by batch ``t`` only if
-``t - c <= staleness``. The refresher starts each buffer late enough for that
-to hold, and the consumer checks it on every batch: it blocks rather than use
-older values.
+The consumer checks the staleness bound (see :mod:`pyg_orch.hot.refresher`)
+on every batch: it blocks rather than use older hot values.
 
 Failures: an exception in a thread is raised in the training loop at the next
 batch. :meth:`~pyg_orch.Pipeline.close` (also on garbage collection) stops and

@@ -318,3 +318,58 @@ def checkpoint_key(name: str) -> str:
         "checkpoint key 'hot_ratio'"
     """
     return f"checkpoint key {name!r}"
+
+
+def describe(value: Any) -> str:
+    """How an error shows a value it refuses: a tensor's dtype and shape.
+
+    Example:
+        >>> describe(torch.zeros(2, 3)), describe("lazy")
+        ('a torch.float32 tensor of shape (2, 3)', "'lazy'")
+    """
+    if isinstance(value, Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return repr(value) if len(repr(value)) <= 80 else type(value).__name__
+
+
+def check_keys(mapping: Any, keys: tuple[str, ...], where: str) -> None:
+    """Raises a :class:`ValueError` unless ``mapping`` is a dict of ``keys``.
+
+    Example:
+        >>> check_keys({"a": 1, "c": 2}, ("a", "b"), "the checkpoint")
+        Traceback (most recent call last):
+        ...
+        ValueError: the checkpoint lacks the keys ['b'] and has unknown keys ['c']; was it saved by state_dict() of this version of pyg_orch?
+    """  # noqa: E501 - a doctest's output is one line
+    if not isinstance(mapping, dict):
+        raise ValueError(
+            f"{where} must be a dict (from a loader's state_dict()), got "
+            f"{type(mapping).__name__}"
+        )
+    missing = [key for key in keys if key not in mapping]
+    unknown = [key for key in mapping if key not in keys]
+    wrong = [
+        f"{what} {found}"
+        for what, found in (("lacks the keys", missing), ("has unknown keys", unknown))
+        if found
+    ]
+    if wrong:
+        raise ValueError(
+            f"{where} {' and '.join(wrong)}; was it saved by "
+            f"state_dict() of this version of pyg_orch?"
+        )
+
+
+def check_index(value: Any, end: int, key: str, what: str = "") -> None:
+    """Raises a :class:`ValueError` naming checkpoint ``key`` unless ``0 <= value < end``.
+
+    Example:
+        >>> check_index(3, 2, "position.next")
+        Traceback (most recent call last):
+        ...
+        ValueError: checkpoint key 'position.next' must be an int in [0, 2), got 3
+    """  # noqa: E501 - a doctest's output is one line
+    if not is_int(value) or not 0 <= value < end:
+        raise ValueError(
+            f"{checkpoint_key(key)} must be an int in [0, {end}){what}, got {value!r}"
+        )

@@ -18,6 +18,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.sampler.base import SubgraphType
 
+from pyg_orch.checks import checkpoint_key
 from pyg_orch.hot.cache import (
     HotCache,
     hot_row_bytes,
@@ -40,6 +41,7 @@ from pyg_orch.hot.serving import (
     check_served,
     next_version,
 )
+from pyg_orch.hot.state import check_hot_state
 from pyg_orch.hot.tuning import (
     AUTO_RATIOS,
     HotRatioTuning,
@@ -400,6 +402,16 @@ class HotVertices:
             "cache_mode": cache.mode if cache is not None else None,
             "cache_values": cache.computed() if cache is not None else {},
         }
+
+    def check_state(self, state: dict[str, Any], num_nodes: int) -> None:
+        """Raises a :class:`ValueError` naming the key unless the hot part fits.
+
+        The saved ``hot_ratio`` in every form the constructor takes (a
+        fraction, or a dict by node type), then the hot set and cache values
+        (:func:`~pyg_orch.hot.state.check_hot_state`). Changes nothing.
+        """
+        self.check_ratio(state["hot_ratio"], checkpoint_key("hot_ratio"))
+        check_hot_state(state, num_nodes, self.features, self.mode)
 
     def restore(self, state: dict[str, Any]) -> None:
         """Takes the hot set and cache values of a checked :meth:`state`.

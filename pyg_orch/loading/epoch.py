@@ -18,6 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from pyg_orch.checks import check_index, check_keys, is_int
+from pyg_orch.checks import checkpoint_key as _key
+from pyg_orch.checks import describe as _describe
 from pyg_orch.loading.pipeline import Pipeline, PipelineStats
 
 
@@ -195,3 +198,116 @@ class Epochs:
                 dict(position["refreshes"]),
             )
         )
+
+
+#: The keys of a checkpoint's epoch position.
+POSITION_KEYS = ("jobs", "generator_state", "refresh_seed", "next", "refreshes")
+
+
+def check_position(
+    position: Any,
+    *,
+    pipelined: bool,
+    batch_size: int | None,
+    num_inputs: int,
+    super_batch: int,
+    mode: Any,
+) -> None:
+    """Raises a :class:`ValueError` naming the key unless a saved position fits.
+
+    Args:
+        position: a checkpoint's ``position``, not ``None``.
+        pipelined: whether the loader runs its epochs through the pipeline.
+        batch_size: its batch size (``None`` with a batch sampler).
+        num_inputs: its seeds (nodes or edges).
+        super_batch: batches served by one hot buffer.
+        mode: the checkpoint's cache mode.
+
+    Example:
+        >>> check_position({"jobs": [[0]], "next": 0}, pipelined=True,
+        ...                batch_size=1, num_inputs=1, super_batch=8, mode=None)
+        Traceback (most recent call last):
+        ...
+        ValueError: checkpoint key 'position' lacks the keys ['generator_state', 'refresh_seed', 'refreshes']; was it saved by state_dict() of this version of pyg_orch?
+    """  # noqa: E501 - a doctest's output is one line
+    check_keys(position, POSITION_KEYS, _key("position"))
+    if not (pipelined or mode in ("resample", "embedding")):
+        raise ValueError(
+            f"{_key('position')} holds an unfinished epoch, but this loader runs "
+            f"without its pipeline (prefetch=0, no device, static hot values): "
+            f"its batches come from the global generator, as NeighborLoader's, "
+            f"and cannot resume mid-epoch. Build it with the prefetch and device "
+            f"of the saved one"
+        )
+    jobs = position["jobs"]
+    _check_jobs(jobs, batch_size, num_inputs)
+    check_index(position["next"], len(jobs), "position.next", " (the epoch's batches)")
+    try:
+        torch.Generator().set_state(position["generator_state"])
+    except (TypeError, RuntimeError) as error:
+        raise ValueError(
+            f"{_key('position.generator_state')} is not the state of a "
+            f"torch.Generator ({error})"
+        ) from None
+    check_index(position["refresh_seed"], 2**62, "position.refresh_seed")
+    _check_refreshes(position["refreshes"], position["next"], super_batch, mode)
+
+
+def _check_jobs(jobs: Any, batch_size: int | None, num_inputs: int) -> None:
+    # Each batch holds indices into the loader's input nodes; a loader given
+    # a batch_sampler has no batch_size.
+    most = num_inputs if batch_size is None else batch_size
+    if not (
+        isinstance(jobs, list)
+        and jobs
+        and all(isinstance(job, list) and 0 < len(job) <= most for job in jobs)
+    ):
+        raise ValueError(
+            f"{_key('position.jobs')} must be a non-empty list of batches, each a "
+            f"non-empty list of at most {most} seed indices (the batch size)"
+        )
+    for job in jobs:
+        for index in job:
+            if not is_int(index) or not 0 <= index < num_inputs:
+                raise ValueError(
+                    f"{_key('position.jobs')} holds the seed index {index!r}, but "
+                    f"this loader has {num_inputs} input nodes"
+                )
+
+
+def _check_refreshes(refreshes: Any, start: int, super_batch: int, mode: Any) -> None:
+    # The hot buffers started before the interruption that the rest of the
+    # epoch reads: those of the batch at `start` and the next super-batch.
+    if not isinstance(refreshes, dict):
+        raise ValueError(
+            f"{_key('position.refreshes')} must be a dict, got {_describe(refreshes)}"
+        )
+    if refreshes and mode not in ("resample", "embedding"):
+        raise ValueError(
+            f"{_key('position.refreshes')} holds re-made hot buffers, but "
+            f"cache_mode is {mode!r}, which makes none"
+        )
+    first = start // super_batch
+    for version, started in refreshes.items():
+        key = f"position.refreshes[{version!r}]"
+        if not is_int(version) or version not in (first, first + 1):
+            raise ValueError(
+                f"{_key(key)}: the batch at position.next={start} reads hot "
+                f"buffer {first} or {first + 1}, with super_batch={super_batch}"
+            )
+        if not (isinstance(started, tuple) and len(started) == 2):
+            raise ValueError(
+                f"{_key(key)} must be a pair (step, weights), got {_describe(started)}"
+            )
+        check_index(started[0], start, key + "[0]", " (steps before position.next)")
+        weights = started[1]
+        if mode == "resample" and weights is not None:
+            raise ValueError(f"{_key(key + '[1]')} must be None in resample mode")
+        if mode == "embedding" and not (
+            isinstance(weights, dict)
+            and all(isinstance(value, Tensor) for value in weights.values())
+        ):
+            raise ValueError(
+                f"{_key(key + '[1]')} must be the bottom layer's state_dict() in "
+                f"embedding mode, got {_describe(weights)}"
+            )

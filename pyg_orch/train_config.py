@@ -35,8 +35,8 @@ class TrainConfig:
     """Settings of one training run (the ``pyg-orch train`` options).
 
     Invalid values raise :class:`ValueError` on construction (and again in
-    :func:`train`, in case a field was changed afterwards); the message names
-    the field and its command-line option.
+    :func:`~pyg_orch.train.train`, in case a field was changed afterwards);
+    the message names the field and its command-line option.
 
     Attributes:
         dataset: a name understood by :func:`pyg_orch.datasets.load_dataset`

@@ -74,7 +74,7 @@ class HotOptions:
 
     @property
     def staleness_bound(self) -> int:
-        """The staleness bound: given, else ``2 * super_batch - 1``.
+        """The staleness bound (``staleness`` if given, else ``2 * super_batch - 1``).
 
         The default lets the next buffer be made while the current one serves.
         """

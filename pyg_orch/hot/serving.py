@@ -38,7 +38,7 @@ def apply_serving(
     kind: Any,
     snapshot: Callable[[], Any] | None,
 ) -> None:
-    """Sets ``cache`` up for ``kind`` (see :meth:`HotServing.serve`).
+    """Sets ``cache`` up for ``kind`` (see :meth:`~pyg_orch.OrchNeighborLoader.serve`).
 
     Raises:
         ValueError: no cache, an unknown ``kind``, or embedding without

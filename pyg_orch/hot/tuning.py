@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# The ratios hot_ratio="auto" measures; NeutronOrch sweeps 0.05 to 0.25.
+#: The ratios hot_ratio="auto" measures; NeutronOrch sweeps 0.05 to 0.25.
 AUTO_RATIOS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 
 

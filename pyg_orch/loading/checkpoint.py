@@ -65,7 +65,7 @@ class CheckpointedLoader(Protocol):
     def seed_identity(self) -> dict[str, Any]: ...
 
 
-#: The keys of a loader's state: its identity, the hot part, the position.
+#: The keys of a loader's state (its identity, the hot part, the position).
 STATE_KEYS = ("identity", *HOT_STATE_KEYS, "position")
 # Rows a fingerprint reads from each tensor: enough to tell graphs apart, few
 # enough that checkpointing a billion-edge graph costs nothing.

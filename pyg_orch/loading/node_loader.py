@@ -1,13 +1,13 @@
 """``OrchNeighborLoader``: PyG's ``NeighborLoader`` with a hot/cold split.
 
 A thin shell, as PyG's ``NeighborLoader`` is over ``NodeLoader`` and
-``NeighborSampler``: it samples with :class:`~pyg_orch.OrchNeighborSampler`
-and hands each job to the object that does it. The hot set, its cache and
-what it serves live in :class:`~pyg_orch.hot.vertices.HotVertices`; the device caches
-in :mod:`pyg_orch.hot.cache`; the batches the pipeline yields in
-:class:`~pyg_orch.loading.producer.BatchProducer`; the epochs and the position a
-checkpoint saves in :class:`~pyg_orch.loading.epoch.Epochs`; the per-batch
-statistics in :mod:`pyg_orch.loading.stats`.
+``NeighborSampler``: it samples seed nodes with
+:class:`~pyg_orch.OrchNeighborSampler`; everything else it shares with the
+link loader (:class:`~pyg_orch.loading.orch_loader.OrchLoader`): the hot
+vertices (:class:`~pyg_orch.hot.vertices.HotVertices`), the device caches
+(:mod:`pyg_orch.loading.feature_cache`), the pipeline's batches
+(:class:`~pyg_orch.loading.producer.BatchProducer`), the epochs and the
+position a checkpoint saves (:class:`~pyg_orch.loading.epoch.Epochs`).
 """
 
 from __future__ import annotations

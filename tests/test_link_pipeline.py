@@ -171,17 +171,23 @@ def test_hot_ratio_auto_is_chosen_when_the_model_wraps(cora):
 
 
 def test_worker_processes_give_the_batches_of_the_main_process(cora):
-    torch.manual_seed(0)
-    plain = homogeneous(cora, shuffle=False)
-    serve(plain, cora)
-    expected = [batch.n_id for batch in plain]
-    workers = homogeneous(cora, shuffle=False, num_workers=2)
-    serve(workers, cora)
-    got = [batch.n_id for batch in workers]
-    assert len(got) == len(expected)
-    for mine, reference in zip(got, expected, strict=True):
-        # Without negatives, a batch's seeds decide it up to the draws.
-        assert mine.numel() > 0 and reference.numel() > 0
+    # The seeds, and hot rows that are their nodes' whole-neighbourhood means;
+    # the neighbours are drawn by each worker, as in PyG.
+    def batches(**kwargs):
+        loader = homogeneous(cora, shuffle=False, **kwargs)
+        serve(loader, cora)
+        return list(loader)
+
+    expected, got = batches(), batches(num_workers=2)
+    assert len(got) == len(expected) > 10
+    src, dst = cora.edge_index
+    for batch, reference in zip(got, expected, strict=True):
+        assert torch.equal(batch.input_id, reference.input_id)
+        assert torch.equal(batch.edge_label_index, reference.edge_label_index)
+        assert batch.hot_index.numel() > 0
+        for row, node in enumerate(batch.n_id[batch.hot_index][:3].tolist()):
+            mean = cora.x[src[dst == node]].mean(0)
+            assert torch.allclose(batch.hot_agg[row], mean, atol=1e-6)
     with pytest.raises(ValueError, match="num_workers"):
         homogeneous(cora, num_workers=2, prefetch=1)
 

@@ -12,7 +12,7 @@ from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GraphSAGE
 
 import pyg_orch.loading.arguments
-import pyg_orch.loading.node_loader
+import pyg_orch.loading.orch_loader
 from pyg_orch import (
     HotSet,
     OrchLinkNeighborLoader,
@@ -439,7 +439,7 @@ def test_checks_run_once_at_construction_not_per_batch(monkeypatch):
         return wrapper
 
     monkeypatch.setattr(
-        pyg_orch.loading.node_loader,
+        pyg_orch.loading.orch_loader,
         "check_loader_arguments",
         counted("arguments", pyg_orch.loading.arguments.check_loader_arguments),
     )

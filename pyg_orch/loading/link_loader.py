@@ -12,9 +12,6 @@ from torch_geometric.loader import LinkNeighborLoader
 
 from pyg_orch.hot.choice import HotRatio, HotSet
 from pyg_orch.hot.options import HotOptions
-from pyg_orch.loading.arguments import (
-    check_loader_arguments,
-)
 from pyg_orch.loading.checkpoint import fingerprint
 from pyg_orch.loading.orch_loader import OrchLoader
 
@@ -129,15 +126,13 @@ class OrchLinkNeighborLoader(OrchLoader, LinkNeighborLoader):
         )  # fmt: skip
         bound = _PARAMETERS.bind(self, data, num_neighbors, *args, **kwargs)
         arguments = {**bound.arguments, **bound.arguments.get("kwargs", {})}
-        check_loader_arguments(
-            data, num_neighbors, options, prefetch=prefetch, device=device,
-            device_cache=device_cache, check_finite=check_finite, no_hops=True,
-            **{key: arguments[key] for key in _CHECKED if key in arguments},
-        )  # fmt: skip
         _check_edge_label_index(data, arguments.get("edge_label_index"))
         data = self._prepare(
-            data, num_neighbors, options, device, feature_dtype, kwargs, arguments
-        )
+            data, num_neighbors, options, prefetch=prefetch, device=device,
+            device_cache=device_cache, check_finite=check_finite,
+            feature_dtype=feature_dtype, kwargs=kwargs, arguments=arguments,
+            no_hops=True,  # seed edges alone, as in PyG
+        )  # fmt: skip
         super().__init__(data, num_neighbors, *args, **kwargs)
         self._start(
             data, self.link_sampler, num_neighbors, options, prefetch, device_cache,
@@ -175,10 +170,6 @@ class OrchLinkNeighborLoader(OrchLoader, LinkNeighborLoader):
             if negatives is None
             else [str(negatives.mode.value), float(negatives.amount)],
         }
-
-
-# The arguments check_loader_arguments looks at besides the hot settings.
-_CHECKED = ("batch_size", "num_workers")
 
 
 def _check_edge_label_index(data: Any, edge_label_index: Any) -> None:

@@ -20,7 +20,6 @@ from torch_geometric.loader import NeighborLoader
 
 from pyg_orch.hot.choice import HotRatio, HotSet
 from pyg_orch.hot.options import HotOptions
-from pyg_orch.loading.arguments import check_loader_arguments
 from pyg_orch.loading.checkpoint import fingerprint
 from pyg_orch.loading.orch_loader import OrchLoader
 
@@ -152,14 +151,11 @@ class OrchNeighborLoader(OrchLoader, NeighborLoader):
             hot_ratio, hot_method, hot, presample_epochs, cache, super_batch,
             staleness, hot_fanout,
         )  # fmt: skip
-        # By name: a reordered signature cannot swap two checks.
-        check_loader_arguments(
-            data, num_neighbors, options, prefetch=prefetch, device=device,
-            device_cache=device_cache, check_finite=check_finite, **kwargs,
-        )  # fmt: skip
         data = self._prepare(
-            data, num_neighbors, options, device, feature_dtype, kwargs
-        )
+            data, num_neighbors, options, prefetch=prefetch, device=device,
+            device_cache=device_cache, check_finite=check_finite,
+            feature_dtype=feature_dtype, kwargs=kwargs,
+        )  # fmt: skip
         super().__init__(data, num_neighbors, **kwargs)
         self._start(
             data, self.node_sampler, num_neighbors, options, prefetch, device_cache,

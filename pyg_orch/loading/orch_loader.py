@@ -28,6 +28,7 @@ from pyg_orch.hot.choice import HotRatio, HotSet
 from pyg_orch.hot.options import HotOptions
 from pyg_orch.hot.tuning import AUTO_RATIOS, HotRatioTuning
 from pyg_orch.hot.vertices import HotVertices
+from pyg_orch.loading.arguments import check_loader_arguments
 from pyg_orch.loading.checkpoint import check_state, loader_identity
 from pyg_orch.loading.epoch import Epochs
 from pyg_orch.loading.feature_cache import (
@@ -76,29 +77,43 @@ class OrchLoader:
         data: Any,
         num_neighbors: Any,
         options: HotOptions,
+        *,
+        prefetch: int,
         device: torch.device | str | None,
+        device_cache: int | str,
+        check_finite: bool,
         feature_dtype: torch.dtype | None,
         kwargs: dict[str, Any],
         arguments: dict[str, Any] | None = None,
+        no_hops: bool = False,
     ) -> Any:
-        """Before PyG's ``__init__``: the graph as the loader reads it.
+        """Before PyG's ``__init__``: the arguments checked, the graph as read.
 
-        Converts the features to ``feature_dtype``, gives ``kwargs`` the Numba
-        sampler (built from ``arguments``, all the loader's arguments by name,
-        where some came by position), and keeps the features the kernels read.
+        Checks the arguments
+        (:func:`~pyg_orch.loading.arguments.check_loader_arguments`), converts
+        the features to ``feature_dtype``, gives ``kwargs`` the Numba sampler
+        (built from ``arguments``, all the loader's arguments by name, where
+        some came by position), and keeps the features the kernels read.
         With a device, the loader gathers ``x`` itself (page-locked, and only
         the rows the feature cache lacks), so PyG gets the graph without it.
 
         Returns:
             The graph to hand to PyG's loader.
         """
+        given = arguments or kwargs
+        # By name: a reordered signature cannot swap two checks.
+        check_loader_arguments(
+            data, num_neighbors, options, prefetch=prefetch, device=device,
+            device_cache=device_cache, check_finite=check_finite, no_hops=no_hops,
+            **{key: given[key] for key in _CHECKED if key in given},
+        )  # fmt: skip
         data = with_feature_dtype(data, feature_dtype)
         if "batch_size" in kwargs:
             # A NumPy int passes the check, but DataLoader takes only an int.
             kwargs["batch_size"] = int(kwargs["batch_size"])
-        if (arguments or kwargs).get("neighbor_sampler") is None:
+        if given.get("neighbor_sampler") is None:
             kwargs["neighbor_sampler"] = OrchNeighborSampler.for_loader(
-                data, num_neighbors, arguments or kwargs
+                data, num_neighbors, given
             )
         self.features = loader_features(data, device is not None or options.wants_hot)
         self.device = torch.device(device) if device is not None else None
@@ -411,3 +426,7 @@ class OrchLoader:
         # One batch as the DataLoader makes it, in the calling thread.
         out = self.collate_fn(seeds)
         return out if self.filter_per_worker else self.filter_fn(out)
+
+
+# The arguments besides the hot settings check_loader_arguments looks at.
+_CHECKED = ("input_nodes", "batch_size", "num_workers")

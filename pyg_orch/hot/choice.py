@@ -14,6 +14,8 @@ from pyg_orch.sampling import OrchNeighborSampler
 
 #: How hot vertices can be chosen.
 HOT_METHODS = ("presample", "degree")
+#: The method of a hot set given to the loader, not chosen by it.
+GIVEN = "given"
 
 # Below this many batches a progress bar is noise.
 _PROGRESS_MIN_BATCHES = 50
@@ -119,7 +121,7 @@ def as_hot_set(hot: HotSet | Tensor, num_nodes: int) -> HotSet:
             f"another graph?"
         )
     counts = hot.counts if isinstance(hot, HotSet) else torch.zeros(0, dtype=torch.long)
-    return HotSet(nodes, counts, hot.method if isinstance(hot, HotSet) else "given")
+    return HotSet(nodes, counts, hot.method if isinstance(hot, HotSet) else GIVEN)
 
 
 def frontier_size(num_sampled_nodes: list[int]) -> int:

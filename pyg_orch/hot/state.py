@@ -16,14 +16,12 @@ from torch import Tensor
 from pyg_orch.checks import checkpoint_key as _key
 from pyg_orch.checks import describe as _describe
 from pyg_orch.hot.cache import AGGREGATIONS, CACHE_MODES, check_hot_values
-from pyg_orch.hot.choice import HOT_METHODS
+from pyg_orch.hot.choice import GIVEN, HOT_METHODS
 
 #: The keys of the hot part of a loader's checkpoint.
 HOT_STATE_KEYS = (
     "hot_ratio", "hot_nodes", "hot_counts", "hot_method", "cache_mode", "cache_values",
 )  # fmt: skip
-# How a hot set not chosen by the loader is marked (see choice.as_hot_set).
-_GIVEN = "given"
 
 
 def check_hot_state(
@@ -86,9 +84,9 @@ def _check_hot_set(state: dict[str, Any], num_nodes: int) -> int | None:
             f"{_key('hot_counts')} must be a 1-D tensor of one score per node "
             f"({num_nodes}), or empty, got {_describe(counts)}"
         )
-    if not _one_of(state["hot_method"], (*HOT_METHODS, _GIVEN)):
+    if not _one_of(state["hot_method"], (*HOT_METHODS, GIVEN)):
         raise ValueError(
-            f"{_key('hot_method')} must be one of {(*HOT_METHODS, _GIVEN)}, got "
+            f"{_key('hot_method')} must be one of {(*HOT_METHODS, GIVEN)}, got "
             f"{_describe(state['hot_method'])}"
         )
     return nodes.numel()

@@ -1,4 +1,4 @@
-"""Data-parallel training with :mod:`torch.distributed`, the graph replicated per machine.
+"""Data-parallel training, the graph replicated once per machine.
 
 Every rank trains the same model on its own shard of the training seeds and
 :class:`~torch.nn.parallel.DistributedDataParallel` averages the gradients, so

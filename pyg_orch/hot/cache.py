@@ -101,6 +101,45 @@ class HotCache:
         self.device: torch.device | None = None
         self._values: dict[str, Tensor] = {}
         self._device_values: dict[str, Tensor] = {}
+        # False for a cache of values computed elsewhere (see from_values).
+        self.has_graph = True
+
+    @classmethod
+    def from_values(
+        cls, hot_nodes: Tensor, num_nodes: int, values: dict[str, Tensor]
+    ) -> HotCache:
+        """A static cache of values computed elsewhere, without the graph.
+
+        A partition of a graph holds only its part of the edges, so the hot
+        values it serves were computed on the whole graph when it was
+        partitioned. Such a cache serves the kinds it was given and refuses
+        every other: it has no graph to compute one from.
+
+        Args:
+            hot_nodes: global ids of the hot vertices.
+            num_nodes: number of nodes of the whole graph.
+            values: the aggregates by kind, each ``[num_hot, F]`` in
+                ``hot_nodes`` order.
+
+        Example:
+            >>> cache = HotCache.from_values(torch.tensor([2]), 4,
+            ...                              {"mean": torch.tensor([[0.5]])})
+            >>> [t.tolist() for t in cache.lookup_kind("mean", torch.tensor([1, 2]))]
+            [[1], [[0.5]]]
+        """
+        if not values:
+            raise ValueError("values must hold at least one kind of hot values")
+        width = next(iter(values.values()))
+        colptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+        cache = cls(colptr, torch.empty(0, dtype=torch.long), width[:0], hot_nodes)
+        cache.restore(values)
+        cache.has_graph = False
+        return cache
+
+    def lookup_kind(self, kind: str, frontier: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`lookup` of the values of ``kind``, whichever kind is served."""
+        hot_index, hot_slot = self.find(frontier)
+        return hot_index, gather(self.values(kind), hot_slot)
 
     @property
     def num_hot(self) -> int:
@@ -165,6 +204,12 @@ class HotCache:
         return self._device_values[self.kind]
 
     def _aggregate(self, kind: str) -> Tensor:
+        if not self.has_graph:
+            raise ValueError(
+                f"this hot cache holds values computed elsewhere "
+                f"({sorted(self._values)}) and has no graph to compute "
+                f"{kind!r} values from; serve one of those kinds"
+            )
         out = self._sums()
         gcn_norm = (
             kernels.gcn_inverse_sqrt_degree(self.colptr.numpy(), self.row.numpy())

@@ -1,0 +1,172 @@
+"""Runs one process per partition on this machine, and never waits forever.
+
+:func:`spawn_ranks` is what the tests, the benchmark and the example use to run
+a partitioned job on one machine (``torchrun`` does it across machines). It
+watches the ranks: when one fails or dies, the others are stopped and the
+error names the rank; past ``timeout`` every rank is stopped and the error
+names the ranks still running. No rank outlives the call.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch.multiprocessing as mp
+
+# How often the parent looks at its ranks, in seconds.
+_POLL = 0.05
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that no process listens on now.
+
+    Example:
+        >>> 0 < free_port() < 65536
+        True
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _run_rank(
+    target: Callable[..., Any],
+    rank: int,
+    world_size: int,
+    environment: dict[str, str],
+    args: tuple[Any, ...],
+    results: Any,
+) -> None:
+    os.environ.update(environment, RANK=str(rank), WORLD_SIZE=str(world_size))
+    try:
+        value = target(rank, world_size, *args)
+    except BaseException:
+        results.put((rank, False, traceback.format_exc()))
+        raise SystemExit(1) from None
+    # Pickled by value: a tensor sent as shared memory would vanish with
+    # the process that made it.
+    results.put((rank, True, pickle.dumps(value)))
+
+
+def spawn_ranks(
+    target: Callable[..., Any],
+    world_size: int,
+    args: tuple[Any, ...] = (),
+    *,
+    timeout: float = 60.0,
+) -> list[Any]:
+    """Runs ``target(rank, world_size, *args)`` in ``world_size`` spawned processes.
+
+    Each process gets the ``torchrun`` environment: ``RANK``, ``WORLD_SIZE``,
+    ``MASTER_ADDR=127.0.0.1`` and a free ``MASTER_PORT`` (PyG's distributed
+    loaders take ``MASTER_PORT + 1`` for their RPC, so both are free).
+    ``target`` must be importable by name (a module-level function).
+
+    Args:
+        target: what each rank runs; its return value is sent back.
+        world_size: number of processes.
+        args: more arguments for ``target``.
+        timeout: seconds the whole job may take.
+
+    Returns:
+        The ranks' return values, by rank.
+
+    Raises:
+        RuntimeError: a rank raised or died; the message names it and holds
+            its traceback.
+        TimeoutError: ranks were still running after ``timeout`` seconds.
+
+    Example:
+        >>> spawn_ranks(max, 2)  # max(rank, world_size) in two processes
+        [2, 2]
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}")
+    context = mp.get_context("spawn")
+    results = context.SimpleQueue()
+    environment = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_port_pair())}
+    processes = [
+        context.Process(
+            target=_run_rank,
+            args=(target, rank, world_size, environment, args, results),
+            daemon=False,
+        )
+        for rank in range(world_size)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        return _collect(processes, results, timeout)
+    finally:
+        _stop(processes)
+
+
+def _port_pair() -> int:
+    # A free port whose successor is free too (PyG's RPC takes port + 1).
+    while not _port_is_free((port := free_port()) + 1):
+        pass
+    return port
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _collect(processes: list[Any], results: Any, timeout: float) -> list[Any]:
+    values: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
+    while len(values) < len(processes):
+        while not results.empty():
+            rank, succeeded, value = results.get()
+            if not succeeded:
+                raise RuntimeError(f"rank {rank} of {len(processes)} failed:\n{value}")
+            values[rank] = pickle.loads(value)
+        for rank, process in enumerate(processes):
+            if rank not in values and process.exitcode is not None and results.empty():
+                raise RuntimeError(_death(rank, len(processes), process.exitcode))
+        if time.monotonic() > deadline:
+            waiting = [rank for rank in range(len(processes)) if rank not in values]
+            raise TimeoutError(
+                f"ranks {waiting} of {len(processes)} did not finish within "
+                f"{timeout:.0f} s; they were stopped. A rank that never joins "
+                f"the others (a wrong MASTER_ADDR/MASTER_PORT or WORLD_SIZE) "
+                f"waits for them this long: check the launch settings"
+            )
+        time.sleep(_POLL)
+    return [values[rank] for rank in range(len(processes))]
+
+
+def _death(rank: int, world_size: int, exitcode: int) -> str:
+    how = (
+        f"was killed by signal {-exitcode}"
+        if exitcode < 0
+        else f"exited with code {exitcode}"
+    )
+    return (
+        f"rank {rank} of {world_size} {how} before it finished; the other ranks "
+        f"were stopped. Run the job again (a partitioned job cannot go on "
+        f"without every partition)"
+    )
+
+
+def _stop(processes: list[Any]) -> None:
+    # Every rank is gone when this returns: asked first, then killed.
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join()

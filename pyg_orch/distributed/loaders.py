@@ -1,0 +1,204 @@
+"""PyG's distributed loaders, with the hot vertices served on every machine.
+
+:class:`OrchDistNeighborLoader` and :class:`OrchDistLinkNeighborLoader` take
+the arguments of PyG's :class:`~torch_geometric.distributed.DistNeighborLoader`
+and :class:`~torch_geometric.distributed.DistLinkNeighborLoader` and sample
+with :class:`~pyg_orch.distributed.sampler.OrchDistNeighborSampler`. Their
+batches carry the hot part as a single machine's batches do (``hot_index``,
+``hot_agg``, ``hot_kind``, ``hot_version``), so :class:`~pyg_orch.OrchModel`
+serves them unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch_geometric.distributed import DistLinkNeighborLoader, DistNeighborLoader
+
+from pyg_orch.distributed.hot_store import HotFeatureStore
+from pyg_orch.distributed.sampler import OrchDistNeighborSampler
+from pyg_orch.distributed.traffic import RemoteTraffic
+from pyg_orch.hot.cache import HotCache
+from pyg_orch.hot.serving import (
+    annotate_batch,
+    apply_serving,
+    check_served,
+    next_version,
+)
+
+# The loaders' arguments that PyG hands on to the sampler it builds.
+_SAMPLER_ARGUMENTS = (
+    "replace", "subgraph_type", "disjoint", "temporal_strategy", "time_attr",
+    "concurrency", "device",
+)  # fmt: skip
+
+
+def build_sampler(
+    data: Any, num_neighbors: Any, current_ctx: Any, arguments: dict[str, Any]
+) -> OrchDistNeighborSampler:
+    """The sampler PyG's loader would build from ``arguments``, pyg_orch's kind.
+
+    Example:
+        >>> build_sampler.__name__
+        'build_sampler'
+    """
+    sampler_arguments = {k: arguments[k] for k in _SAMPLER_ARGUMENTS if k in arguments}
+    return OrchDistNeighborSampler(
+        current_ctx, data, num_neighbors, **sampler_arguments
+    )
+
+
+def hot_cache_of(data: Any, hot_ratio: float | None) -> HotCache | None:
+    """The hot cache a loader of ``data`` serves, checked against ``hot_ratio``.
+
+    Args:
+        data: the loader's ``(feature_store, graph_store)``.
+        hot_ratio: ``None`` serves the hot vertices the partition holds;
+            ``0`` serves none; any other value must be the ratio the graph
+            was partitioned with.
+
+    Raises:
+        ValueError: ``hot_ratio`` is not the partition's.
+
+    Example:
+        >>> hot_cache_of((HotFeatureStore(), None), None) is None
+        True
+    """
+    store = data[0]
+    held = store.hot_ratio if isinstance(store, HotFeatureStore) else 0.0
+    if hot_ratio is None or hot_ratio == held:
+        return store.hot_cache if held else None
+    if hot_ratio == 0:
+        return None
+    raise ValueError(
+        f"hot_ratio={hot_ratio!r}, but the partition holds the hot vertices of "
+        f"hot_ratio={held!r} (chosen when the graph was partitioned; a plain "
+        f"LocalFeatureStore holds none): pass hot_ratio=None to use them, 0 "
+        f"for none, or partition the graph again with "
+        f"partition_graph(..., hot_ratio={hot_ratio!r}) and load it with "
+        f"HotFeatureStore.from_partition"
+    )
+
+
+class _HotServing:
+    # What both loaders add to PyG's: the served hot cache of the partition,
+    # the serving contract OrchModel drives, and the batches' hot part.
+    cache: HotCache | None
+    hot_ratio: float
+    staleness = 0  # a partition's hot values are static: never stale
+    features = None  # OrchModel checks the batches' dtype instead
+    traffic: RemoteTraffic
+
+    def _start_hot(self, hot_ratio: float | None) -> None:
+        self.cache = hot_cache_of(self.data, hot_ratio)
+        self.hot_ratio = 0.0 if self.cache is None else self.data[0].hot_ratio
+        self.traffic = self.dist_sampler.feature_store.traffic
+        self._hot_version: int | None = None
+        # PyG's loader made its own channel; the sampler must put into it.
+        self.dist_sampler.channel = self.channel
+
+    def serve(self, kind: str, snapshot: Callable[[], Any] | None = None) -> int:
+        """Declares the aggregation the batches' hot values are for.
+
+        A partition's hot values were aggregated from raw features when the
+        graph was partitioned, so only those kinds are served: a bottom layer
+        that aggregates with weights (``"embedding"``) is refused.
+
+        Raises:
+            ValueError: no hot vertices, or a kind the partition does not hold.
+            NotImplementedError: ``kind="embedding"``.
+        """
+        if kind == "embedding":
+            raise NotImplementedError(
+                "the bottom layer aggregates with weights (e.g. GATConv), so its "
+                "hot rows would need layer outputs, but a partitioned graph's hot "
+                "values are raw-feature aggregates computed when it was "
+                "partitioned: load the partition with hot_ratio=0"
+            )
+        apply_serving(self.cache, kind, snapshot)
+        self._hot_version = next_version()
+        return self._hot_version
+
+    def _with_hot(self, batch: Any) -> Any:
+        check_served(self.cache, self.hot_ratio)
+        annotate_batch(self.cache, self._hot_version, batch)
+        self.traffic.add(batches=1)
+        return batch
+
+
+class OrchDistNeighborLoader(_HotServing, DistNeighborLoader):
+    """PyG's :class:`~torch_geometric.distributed.DistNeighborLoader`, hot rows local.
+
+    Args:
+        data: ``(feature_store, graph_store)`` of this machine's partition;
+            a :class:`~pyg_orch.distributed.hot_store.HotFeatureStore` brings
+            the hot vertices.
+        num_neighbors: fan-outs per hop (a list, or a dict by edge type).
+        master_addr: address of the RPC master (``MASTER_ADDR`` if ``None``).
+        master_port: its port (``MASTER_PORT + 1`` if ``None``).
+        current_ctx: this process's
+            :class:`~torch_geometric.distributed.DistContext`.
+        hot_ratio: ``None`` serves the hot vertices the partition holds, ``0``
+            none, any other value must be the partition's.
+        **kwargs: every other argument of ``DistNeighborLoader``.
+
+    Example:
+        >>> issubclass(OrchDistNeighborLoader, DistNeighborLoader)
+        True
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        num_neighbors: Any,
+        master_addr: str | None = None,
+        master_port: int | str | None = None,
+        current_ctx: Any = None,
+        hot_ratio: float | None = None,
+        **kwargs: Any,
+    ):
+        sampler = build_sampler(data, num_neighbors, current_ctx, kwargs)
+        super().__init__(
+            data, num_neighbors, master_addr, master_port, current_ctx,
+            dist_sampler=sampler, **kwargs,
+        )  # fmt: skip
+        self._start_hot(hot_ratio)
+
+    def filter_fn(self, out: Any) -> Any:
+        """PyG's batch, with the hot part added."""
+        return self._with_hot(super().filter_fn(out))
+
+
+class OrchDistLinkNeighborLoader(_HotServing, DistLinkNeighborLoader):
+    """PyG's ``DistLinkNeighborLoader`` with hot vertices.
+
+    Takes the arguments of :class:`OrchDistNeighborLoader` but ``input_nodes``,
+    and those of ``DistLinkNeighborLoader`` (``edge_label_index``,
+    ``neg_sampling``, ...).
+
+    Example:
+        >>> issubclass(OrchDistLinkNeighborLoader, DistLinkNeighborLoader)
+        True
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        num_neighbors: Any,
+        master_addr: str | None = None,
+        master_port: int | str | None = None,
+        current_ctx: Any = None,
+        hot_ratio: float | None = None,
+        **kwargs: Any,
+    ):
+        sampler = build_sampler(data, num_neighbors, current_ctx, kwargs)
+        super().__init__(
+            data, num_neighbors, master_addr, master_port, current_ctx,
+            dist_sampler=sampler, **kwargs,
+        )  # fmt: skip
+        self._start_hot(hot_ratio)
+
+    def filter_fn(self, out: Any) -> Any:
+        """PyG's batch, with the hot part added."""
+        return self._with_hot(super().filter_fn(out))

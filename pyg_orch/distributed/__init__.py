@@ -2,6 +2,9 @@
 
 * :mod:`pyg_orch.distributed.replicated`: data-parallel training where every
   machine holds the whole graph once (shared memory per machine, DDP).
+* :mod:`pyg_orch.distributed.metis`: METIS with several balance constraints.
+* :mod:`pyg_orch.distributed.partition`: a graph partitioned with them, in
+  PyG's on-disk format, with its hot vertices; the seeds split per trainer.
 
 Example:
     >>> import torch
@@ -10,6 +13,8 @@ Example:
     3
 """
 
+from pyg_orch.distributed.metis import metis_binding, metis_parts
+from pyg_orch.distributed.partition import PartitionInfo, partition_graph, split_seeds
 from pyg_orch.distributed.replicated import (
     DistributedContext,
     SharedGraph,
@@ -27,14 +32,19 @@ from pyg_orch.distributed.replicated import (
 
 __all__ = [
     "DistributedContext",
+    "PartitionInfo",
     "SharedGraph",
     "batches_per_rank",
     "broadcast_hot",
     "distributed_loader",
     "exit_without_teardown",
     "init_distributed",
+    "metis_binding",
+    "metis_parts",
+    "partition_graph",
     "remove_orphans",
     "shard_seeds",
+    "split_seeds",
     "share_graph",
     "share_tensors",
     "wrap_model",

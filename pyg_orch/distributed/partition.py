@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,21 @@ class _AssignedPartitioner(pyg_partition.Partitioner):
             mock.patch.object(pyg_partition, "ClusterData", GivenClusters),
         ):
             super().generate_partition()
+        # PyG 2.8 saves edge_feats.pt as a defaultdict, which its own loader
+        # (torch.load(weights_only=True), torch >= 2.6) refuses: the same
+        # content as plain dicts.
+        for pid in range(self.num_parts):
+            path = Path(self.root, f"part_{pid}", "edge_feats.pt")
+            feats = torch.load(path, weights_only=False)
+            if isinstance(feats, defaultdict):
+                torch.save(_plain(feats), path)
+
+
+def _plain(value: Any) -> Any:
+    # Dicts (defaultdicts included) as plain dicts, all the way down.
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
 
 
 def _homogeneous_edges(data: Data | HeteroData) -> tuple[Tensor, Tensor, dict, int]:
@@ -262,7 +278,9 @@ def partition_graph(
     1 for a training node (when ``balance`` names the training mask), and
     its in-degree (with ``balance_edges``). METIS runs on the homogeneous
     view of the graph (``data.to_homogeneous()``'s numbering) and cuts as few
-    edges as it can while keeping each column within 3 % of even.
+    edges as it can while keeping each column close to even (max/mean at
+    most 1.03; 1.016 for training nodes and in-edges on a 200k-node
+    power-law graph in 4 parts, see tests/test_partition.py).
 
     ``root`` then holds exactly what PyG's
     :class:`~torch_geometric.distributed.Partitioner` writes (``META.json``,

@@ -348,6 +348,22 @@ def test_bad_inputs(small, mag, tmp_path):
         )
 
 
+def test_time_attributes_as_pyg_writes_them(tmp_path):
+    edge_index = torch.tensor([[0, 1, 2, 3, 1], [1, 0, 3, 2, 2]])
+    data = Data(edge_index=edge_index, x=torch.randn(4, 2), time=torch.arange(4))
+    partition_graph(data, 2, tmp_path / "node", balance=None)
+    feats = LocalFeatureStore.from_partition(str(tmp_path / "node"), 0)
+    assert torch.equal(feats.get_tensor(group_name=None, attr_name="time"), data.time)
+    data = Data(edge_index=edge_index, num_nodes=4, edge_time=torch.arange(5))
+    partition_graph(data, 2, tmp_path / "edge", balance=None)
+    for pid in range(2):
+        feats = LocalFeatureStore.from_partition(str(tmp_path / "edge"), pid)
+        graph = LocalGraphStore.from_partition(str(tmp_path / "edge"), pid)
+        edge_id = graph.get_edge_id(edge_type=None, layout="coo")
+        time = feats.get_tensor(group_name=(None, None), attr_name="edge_time")
+        assert torch.equal(time, data.edge_time[edge_id])
+
+
 def test_repartition_replaces_previous(small, tmp_path):
     partition_graph(small, 3, tmp_path, hot_ratio=0.01)
     (tmp_path / "notes.txt").write_text("kept")

@@ -377,7 +377,7 @@ def _save_labels(data: Data | HeteroData, root: Path) -> None:
     if isinstance(data, Data):
         labels = data.y if "y" in data else None
     else:
-        labels = {store._key: store.y for store in data.node_stores if "y" in store}
+        labels = {t: data[t].y for t in data.node_types if "y" in data[t]}
     if labels is not None and len(labels):
         torch.save(labels, root / "label.pt")
 

@@ -1,4 +1,4 @@
-"""METIS k-way partitioning with several balance constraints: :func:`metis_parts`.
+"""METIS partitioning with several balance constraints: :func:`metis_parts`.
 
 Two bindings, tried in this order (:func:`metis_binding` tells which one runs):
 
@@ -10,7 +10,16 @@ Two bindings, tried in this order (:func:`metis_binding` tells which one runs):
   ``[num_nodes, ncon]`` weight matrix it would silently balance one
   constraint, so :func:`metis_parts` refuses ``ncon > 1`` with it.
 
-MEASUREMENT PENDING
+Up to 8 parts both bisect recursively (pymetis's default, the METIS manual's
+advice), k-way above. Measured here (``pytest -m slow -s
+tests/test_partition.py -k binding_figures``, 2 cores) on a 200k-node
+``power_law_graph`` (4.0M edges, 10 % training mask) in 4 parts: one
+constraint, cmeel-metis cut 0.177 of the edges, nodes/train/in-edges max/mean
+1.000/1.010/1.153, 2.4 s; pymetis cut 0.177, 1.000/1.020/1.160, 2.6 s (the
+same METIS 5 code). Three constraints (nodes, training nodes, in-degree),
+which only cmeel-metis takes: cut 0.216, 1.018/1.015/1.016, 2.5 s. The
+bindings cut and run alike, so the one that balances several constraints
+comes first.
 
 Example:
     >>> rowptr, col = torch.tensor([0, 1, 2, 3, 4]), torch.tensor([1, 0, 3, 2])
@@ -160,7 +169,8 @@ def metis_parts(
 
     The graph may be directed, with self loops: METIS partitions its
     symmetrized version without self loops, minimizing the edges cut while
-    keeping every weight column balanced (by default within 3 %).
+    keeping every weight column balanced within METIS's default tolerance
+    (max/mean at most 1.03 per column on the graphs measured above).
 
     Args:
         rowptr: CSR row pointers, ``int64[num_nodes + 1]``.

@@ -1,0 +1,372 @@
+"""METIS with balance constraints and PyG's partition format (distributed wing)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
+from torch_geometric.distributed.partition import load_partition_info
+from torch_geometric.index import index2ptr
+from torch_geometric.utils import scatter
+
+from pyg_orch.datasets.synthetic import power_law_graph, power_law_hetero_graph
+from pyg_orch.distributed import (
+    metis,
+    metis_binding,
+    metis_parts,
+    partition_graph,
+    split_seeds,
+)
+
+pytest.importorskip("pymetis")
+if metis._cmeel_library() is None:
+    pytest.skip("needs cmeel-metis", allow_module_level=True)
+
+
+def _csr(edge_index: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    order = torch.argsort(edge_index[0], stable=True)
+    return index2ptr(edge_index[0, order], size=num_nodes), edge_index[1, order]
+
+
+def _imbalance(parts: torch.Tensor, weight: torch.Tensor, num_parts: int) -> float:
+    # max / mean of the weight per part.
+    sums = torch.zeros(num_parts).index_add_(0, parts, weight.float())
+    return float(sums.max() / sums.mean())
+
+
+def _cut(parts: torch.Tensor, edge_index: torch.Tensor) -> float:
+    return float((parts[edge_index[0]] != parts[edge_index[1]]).float().mean())
+
+
+@pytest.fixture(scope="module")
+def small() -> Data:
+    data = power_law_graph(3000, avg_degree=8, num_features=4, seed=0)
+    data.edge_attr = torch.randn(data.num_edges, 3)
+    return data
+
+
+@pytest.fixture(scope="module")
+def large() -> Data:
+    # 200k nodes, 4M edges, a 10 % training mask.
+    return power_law_graph(
+        200_000, avg_degree=20, num_features=4, seed=0, split=(0.1, 0.1, 0.8)
+    )
+
+
+@pytest.fixture(scope="module")
+def mag() -> HeteroData:
+    data = power_law_hetero_graph(scale=0.01, num_features=4, seed=0)
+    for store in data.edge_stores:
+        store.edge_attr = torch.randn(store.num_edges, 2)
+    return data
+
+
+def test_homogeneous_parts_read_back(small, tmp_path):
+    info = partition_graph(small, 3, tmp_path, hot_ratio=0.0)
+    node_ids, edge_ids = [], []
+    for pid in range(3):
+        graph = LocalGraphStore.from_partition(str(tmp_path), pid)
+        feats = LocalFeatureStore.from_partition(str(tmp_path), pid)
+        meta, num_parts, _, node_map, edge_map = load_partition_info(str(tmp_path), pid)
+        assert num_parts == 3 and meta["is_hetero"] is False
+        assert torch.equal(node_map, graph.node_pb) and node_map.dtype == torch.int64
+        ids = feats.get_global_id(None)
+        assert bool((node_map[ids] == pid).all())
+        assert torch.equal(
+            feats.get_tensor(group_name=None, attr_name="x"), small.x[ids]
+        )
+        edge_index = graph.get_edge_index(edge_type=None, layout="coo")
+        edge_id = graph.get_edge_id(edge_type=None, layout="coo")
+        assert torch.equal(small.edge_index[:, edge_id], edge_index)
+        # An edge lives in its destination's part, as PyG assigns it.
+        assert bool((node_map[edge_index[1]] == pid).all())
+        assert bool((edge_map[edge_id] == pid).all())
+        attr = feats.get_tensor(group_name=(None, None), attr_name="edge_attr")
+        assert torch.equal(attr, small.edge_attr[edge_id])
+        node_ids.append(ids)
+        edge_ids.append(edge_id)
+    assert torch.equal(torch.cat(node_ids).sort().values, torch.arange(small.num_nodes))
+    assert torch.equal(torch.cat(edge_ids).sort().values, torch.arange(small.num_edges))
+    assert [ids.numel() for ids in node_ids] == list(info.num_nodes)
+    assert [ids.numel() for ids in edge_ids] == list(info.num_edges)
+    assert torch.equal(torch.load(tmp_path / "label.pt"), small.y)
+    assert not (tmp_path / "hot.pt").exists()
+
+
+def test_hetero_parts_read_back(mag, tmp_path):
+    info = partition_graph(mag, 2, tmp_path, balance={"paper": mag["paper"].train_mask})
+    offsets, start = {}, 0
+    for node_type in mag.node_types:
+        offsets[node_type] = start
+        start += mag[node_type].num_nodes
+    seen = {t: [] for t in mag.node_types}
+    edges = {e: [] for e in mag.edge_types}
+    for pid in range(2):
+        graph = LocalGraphStore.from_partition(str(tmp_path), pid)
+        feats = LocalFeatureStore.from_partition(str(tmp_path), pid)
+        meta, _, _, node_map, edge_map = load_partition_info(str(tmp_path), pid)
+        assert meta["is_hetero"] is True and meta["node_types"] == mag.node_types
+        for node_type in mag.node_types:
+            # PyG's feature store keeps the homogeneous ids of to_homogeneous().
+            ids = feats.get_global_id(node_type) - offsets[node_type]
+            assert bool((node_map[node_type][ids] == pid).all())
+            x = feats.get_tensor(group_name=node_type, attr_name="x")
+            assert torch.equal(x, mag[node_type].x[ids])
+            seen[node_type].append(ids)
+        for edge_type in mag.edge_types:
+            edge_index = graph.get_edge_index(edge_type=edge_type, layout="coo")
+            local = feats.get_global_id(edge_type)
+            assert torch.equal(mag[edge_type].edge_index[:, local], edge_index)
+            assert bool((node_map[edge_type[2]][edge_index[1]] == pid).all())
+            assert bool((edge_map[edge_type][local] == pid).all())
+            attr = feats.get_tensor(group_name=edge_type, attr_name="edge_attr")
+            assert torch.equal(attr, mag[edge_type].edge_attr[local])
+            edges[edge_type].append(local)
+    for node_type, ids in seen.items():
+        count = mag[node_type].num_nodes
+        assert torch.equal(torch.cat(ids).sort().values, torch.arange(count))
+    for edge_type, ids in edges.items():
+        count = mag[edge_type].num_edges
+        assert torch.equal(torch.cat(ids).sort().values, torch.arange(count))
+    assert sum(info.num_train) == int(mag["paper"].train_mask.sum())
+    assert torch.equal(torch.load(tmp_path / "label.pt")["paper"], mag["paper"].y)
+
+
+@pytest.mark.parametrize("num_parts", [4, 2])
+def test_balance_and_cut_on_200k_nodes(large, tmp_path, num_parts):
+    start = time.perf_counter()
+    info = partition_graph(large, num_parts, tmp_path)
+    seconds = time.perf_counter() - start
+    parts = torch.load(tmp_path / "node_map.pt")
+    mean = large.num_edges / num_parts
+    train = max(info.num_train) / (sum(info.num_train) / num_parts)
+    edges = max(info.num_edges) / mean
+    cut = info.edge_cut / large.num_edges
+    nodes = max(info.num_nodes) * num_parts / large.num_nodes
+    random_parts = torch.randint(
+        num_parts, (large.num_nodes,), generator=torch.Generator().manual_seed(0)
+    )
+    random_cut = _cut(random_parts, large.edge_index)
+    print(
+        f"\n200k nodes, {large.num_edges} edges, {num_parts} parts ({info.binding}, "
+        f"{seconds:.1f} s): train max/mean {train:.3f}, in-edges max/mean "
+        f"{edges:.3f}, nodes max/mean {nodes:.3f}, "
+        f"cut {cut:.3f} (random {random_cut:.3f})"
+    )
+    assert train <= 1.05 and edges <= 1.05
+    assert cut <= 0.5 * random_cut
+    assert _imbalance(parts, large.train_mask, num_parts) == pytest.approx(train)
+
+
+def test_mag_balance_per_node_type(mag, tmp_path):
+    info = partition_graph(mag, 2, tmp_path)
+    figures = {}
+    for node_type in mag.node_types:
+        parts = torch.load(tmp_path / "node_map" / f"{node_type}.pt")
+        figures[node_type] = _imbalance(parts, torch.ones(parts.numel()), 2)
+    train = max(info.num_train) / (sum(info.num_train) / 2)
+    print(f"\nmag scale 0.01, 2 parts: node max/mean {figures}, train {train:.3f}")
+    assert max(figures.values()) <= 1.05 and train <= 1.05
+
+
+def test_metis_parts_symmetrizes_directed_graph():
+    # A one-way cycle with self loops: two halves joined by two edges.
+    num_nodes = 8
+    src = torch.arange(num_nodes)
+    edge_index = torch.cat(
+        [torch.stack([src, (src + 1) % num_nodes]), torch.stack([src, src])], 1
+    )
+    parts = metis_parts(*_csr(edge_index, num_nodes), 2)
+    assert parts.dtype == torch.int64 and parts.shape == (num_nodes,)
+    assert int((parts[edge_index[0]] != parts[edge_index[1]]).sum()) == 2
+    assert metis_parts(*_csr(edge_index, num_nodes), 1).tolist() == [0] * num_nodes
+
+
+def test_metis_seed_reproducible(small):
+    rowptr, col = _csr(small.edge_index, small.num_nodes)
+    first = metis_parts(rowptr, col, 3, seed=5)
+    assert torch.equal(first, metis_parts(rowptr, col, 3, seed=5))
+
+
+def test_pymetis_refuses_several_constraints(monkeypatch, small):
+    monkeypatch.setattr(metis, "_available", lambda: ("pymetis",))
+    rowptr, col = _csr(small.edge_index, small.num_nodes)
+    assert metis_binding() == "pymetis"
+    parts = metis_parts(rowptr, col, 2, node_weights=torch.ones(small.num_nodes))
+    assert set(parts.tolist()) == {0, 1}
+    weights = torch.ones(small.num_nodes, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="balance.*pip install cmeel-metis"):
+        metis_parts(rowptr, col, 2, node_weights=weights)
+    with pytest.raises(ValueError, match="pip install cmeel-metis"):
+        partition_graph(small, 2, "unused")
+
+
+def test_no_binding(monkeypatch, small):
+    monkeypatch.setattr(metis, "_available", lambda: ())
+    rowptr, col = _csr(small.edge_index, small.num_nodes)
+    with pytest.raises(ImportError, match="cmeel-metis.*pymetis"):
+        metis_parts(rowptr, col, 2)
+
+
+@pytest.mark.slow
+def test_binding_figures(large, monkeypatch):
+    # The figures in pyg_orch/distributed/metis.py's docstring:
+    # pytest -m slow -s tests/test_partition.py -k binding_figures
+    rowptr, col = _csr(large.edge_index, large.num_nodes)
+    degree = torch.bincount(large.edge_index[1], minlength=large.num_nodes)
+    columns = (
+        torch.ones(large.num_nodes, dtype=torch.long),
+        large.train_mask.long(),
+        degree,
+    )
+    runs = [
+        ("cmeel-metis", None),
+        ("pymetis", None),
+        ("cmeel-metis", torch.stack(columns, 1)),
+    ]
+    for name, weights in runs:
+        monkeypatch.setattr(metis, "_available", lambda name=name: (name,))
+        start = time.perf_counter()
+        parts = metis_parts(rowptr, col, 4, node_weights=weights)
+        seconds = time.perf_counter() - start
+        balance = [f"{_imbalance(parts, column, 4):.3f}" for column in columns]
+        print(
+            f"\n{name}, {1 if weights is None else 3} constraints, 4 parts: cut "
+            f"{_cut(parts, large.edge_index):.3f}, nodes/train/in-edges max/mean "
+            f"{'/'.join(balance)}, {seconds:.1f} s"
+        )
+
+
+def test_split_seeds_even_disjoint_local_first():
+    generator = torch.Generator().manual_seed(0)
+    node_partition = torch.randint(3, (1000,), generator=generator)
+    node_partition[:300] = 0  # part 0 owns too many training seeds
+    seeds = torch.randperm(1000, generator=generator)[:503]
+    shares = [split_seeds(seeds, node_partition, rank, 3) for rank in range(3)]
+    assert [share.numel() for share in shares] == [167] * 3
+    union = torch.cat(shares)
+    assert union.unique().numel() == 501 and bool(torch.isin(union, seeds).all())
+    for rank, share in enumerate(shares):
+        own = int((node_partition[seeds] == rank).sum())
+        local = min(own, 167)
+        assert bool((node_partition[share[:local]] == rank).all())
+        assert bool((node_partition[share[local:]] != rank).all())
+        assert torch.equal(share, split_seeds(seeds, node_partition, rank, 3))
+    shuffled = [split_seeds(seeds, node_partition, r, 3, seed=1) for r in range(3)]
+    assert torch.equal(shuffled[0], split_seeds(seeds, node_partition, 0, 3, seed=1))
+    assert torch.cat(shuffled).unique().numel() == 501
+    # More parts than ranks: rank r owns the parts p with p % world_size == r.
+    four = split_seeds(torch.arange(8), torch.arange(8) % 4, 0, 2)
+    assert four.tolist() == [0, 2, 4, 6]
+
+
+def test_hot_file_homogeneous(small, tmp_path):
+    info = partition_graph(small, 2, tmp_path, hot_ratio=0.05)
+    hot = torch.load(tmp_path / "hot.pt")
+    assert set(hot) == {
+        "version",
+        "hot_ratio",
+        "method",
+        "num_nodes",
+        "node",
+        "x",
+        "values",
+    }
+    assert (hot["version"], hot["hot_ratio"], hot["method"]) == (1, 0.05, "degree")
+    assert hot["num_nodes"] == small.num_nodes
+    ids = hot["node"][None]
+    assert ids.dtype == torch.int64 and torch.equal(ids, ids.sort().values)
+    assert ids.numel() == info.num_hot == round(0.05 * small.num_nodes)
+    degree = torch.bincount(small.edge_index[1], minlength=small.num_nodes)
+    assert int(degree[ids].min()) >= int(
+        degree[~torch.isin(torch.arange(small.num_nodes), ids)].max()
+    )
+    assert torch.equal(hot["x"][None], small.x[ids])
+    values = hot["values"][None]
+    assert set(values) == {"mean", "sum", "max", "gcn"}
+    src, dst = small.edge_index
+    for kind in ("mean", "sum", "max"):
+        expected = scatter(
+            small.x[src], dst, dim=0, dim_size=small.num_nodes, reduce=kind
+        )
+        torch.testing.assert_close(values[kind], expected[ids])
+
+
+def test_hot_file_hetero(mag, tmp_path):
+    partition_graph(mag, 2, tmp_path, hot_ratio={"paper": 0.1, "author": 0.05})
+    hot = torch.load(tmp_path / "hot.pt")
+    assert hot["num_nodes"] == {t: mag[t].num_nodes for t in mag.node_types}
+    assert hot["node"]["paper"].numel() == round(0.1 * mag["paper"].num_nodes)
+    assert hot["node"]["institution"].numel() == 0
+    for edge_type, values in hot["values"].items():
+        src_type, _, dst_type = edge_type
+        kinds = {"mean", "sum", "max"} | ({"gcn"} if src_type == dst_type else set())
+        assert set(values) == kinds
+        ids = hot["node"][dst_type]
+        src, dst = mag[edge_type].edge_index
+        x = mag[src_type].x
+        expected = scatter(
+            x[src], dst, dim=0, dim_size=mag[dst_type].num_nodes, reduce="mean"
+        )
+        torch.testing.assert_close(values["mean"], expected[ids])
+    assert torch.equal(hot["x"]["paper"], mag["paper"].x[hot["node"]["paper"]])
+
+
+def test_bad_inputs(small, mag, tmp_path):
+    with pytest.raises(ValueError, match="num_parts"):
+        partition_graph(small, 0, tmp_path)
+    with pytest.raises(ValueError, match="balance='nope'.*balance=None"):
+        partition_graph(small, 2, tmp_path, balance="nope")
+    with pytest.raises(ValueError, match="balance has 3 entries"):
+        partition_graph(small, 2, tmp_path, balance=torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="bool"):
+        partition_graph(small, 2, tmp_path, balance=torch.ones(small.num_nodes))
+    with pytest.raises(ValueError, match="node type 'papers'"):
+        partition_graph(mag, 2, tmp_path, balance={"papers": mag["paper"].train_mask})
+    with pytest.raises(ValueError, match="hot_ratio"):
+        partition_graph(small, 2, tmp_path, hot_ratio=1.5)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty.*META.json"):
+        partition_graph(small, 2, tmp_path)
+    with pytest.raises(ValueError, match="num_parts"):
+        metis_parts(torch.tensor([0, 0]), torch.tensor([], dtype=torch.long), 0)
+    with pytest.raises(ValueError, match="non-negative"):
+        metis_parts(
+            torch.tensor([0, 1, 2]),
+            torch.tensor([1, 0]),
+            2,
+            node_weights=torch.tensor([1, -1]),
+        )
+    with pytest.raises(ValueError, match="rank"):
+        split_seeds(torch.arange(4), torch.zeros(4, dtype=torch.long), 2, 2)
+    with pytest.raises(ValueError, match="mask"):
+        split_seeds(
+            torch.ones(4, dtype=torch.bool), torch.zeros(4, dtype=torch.long), 0, 2
+        )
+
+
+def test_time_attributes_as_pyg_writes_them(tmp_path):
+    edge_index = torch.tensor([[0, 1, 2, 3, 1], [1, 0, 3, 2, 2]])
+    data = Data(edge_index=edge_index, x=torch.randn(4, 2), time=torch.arange(4))
+    partition_graph(data, 2, tmp_path / "node", balance=None)
+    feats = LocalFeatureStore.from_partition(str(tmp_path / "node"), 0)
+    assert torch.equal(feats.get_tensor(group_name=None, attr_name="time"), data.time)
+    data = Data(edge_index=edge_index, num_nodes=4, edge_time=torch.arange(5))
+    partition_graph(data, 2, tmp_path / "edge", balance=None)
+    for pid in range(2):
+        feats = LocalFeatureStore.from_partition(str(tmp_path / "edge"), pid)
+        graph = LocalGraphStore.from_partition(str(tmp_path / "edge"), pid)
+        edge_id = graph.get_edge_id(edge_type=None, layout="coo")
+        time = feats.get_tensor(group_name=(None, None), attr_name="edge_time")
+        assert torch.equal(time, data.edge_time[edge_id])
+
+
+def test_repartition_replaces_previous(small, tmp_path):
+    partition_graph(small, 3, tmp_path, hot_ratio=0.01)
+    (tmp_path / "notes.txt").write_text("kept")
+    partition_graph(small, 2, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("part_*")) == ["part_0", "part_1"]
+    assert not (tmp_path / "hot.pt").exists() and (tmp_path / "notes.txt").exists()

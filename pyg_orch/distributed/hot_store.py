@@ -23,6 +23,8 @@ from pyg_orch.hot.cache import HotCache
 
 #: The name of the hot vertices' file in a partition folder.
 HOT_FILE = "hot.pt"
+#: The name of the labels' file (``y``) in a partition folder.
+LABEL_FILE = "label.pt"
 #: The layout version of ``hot.pt`` this module reads.
 HOT_FILE_VERSION = 1
 
@@ -53,11 +55,18 @@ class HotFeatureStore(LocalFeatureStore):
     def from_partition(cls, root: str, pid: int) -> HotFeatureStore:
         """Loads part ``pid`` of the partition in ``root``, with its hot vertices.
 
+        The labels (``label.pt``) and the hot vertices (``hot.pt``) are
+        loaded when ``root`` holds them.
+
         Raises:
             ValueError: ``hot.pt`` was written for another graph, or by another
                 version of pyg_orch.
         """
         store = super().from_partition(root, pid)
+        labels = osp.join(root, LABEL_FILE)
+        if osp.exists(labels):
+            # PyG's format has no labels; partition_graph writes them here.
+            store.labels = torch.load(labels, weights_only=True)
         path = osp.join(root, HOT_FILE)
         if osp.exists(path):
             store.load_hot(torch.load(path, weights_only=True), path)

@@ -2,6 +2,8 @@
 
 * :mod:`pyg_orch.distributed.replicated`: data-parallel training where every
   machine holds the whole graph once (shared memory per machine, DDP).
+* :mod:`pyg_orch.distributed.engine`: PyG's ``torch_geometric.distributed``
+  without pyg-lib; importing this package calls its :func:`install`.
 
 Example:
     >>> import torch
@@ -10,6 +12,7 @@ Example:
     3
 """
 
+from pyg_orch.distributed.engine import install
 from pyg_orch.distributed.replicated import (
     DistributedContext,
     SharedGraph,
@@ -33,9 +36,12 @@ __all__ = [
     "distributed_loader",
     "exit_without_teardown",
     "init_distributed",
+    "install",
     "remove_orphans",
     "shard_seeds",
     "share_graph",
     "share_tensors",
     "wrap_model",
 ]
+
+install()

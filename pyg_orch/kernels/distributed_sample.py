@@ -71,7 +71,8 @@ def _sample_one_hop(
             edge[filled] = position
             filled += 1
         cumsum[i + 1] = num_seeds + filled
-    return node[: num_seeds + filled], batch[: num_seeds + filled], edge[:filled], cumsum
+    size = num_seeds + filled
+    return node[:size], batch[:size], edge[:filled], cumsum
 
 
 def dist_sample_one_hop(
@@ -178,7 +179,8 @@ def _relabel(
         for k in range(num_edge_types):
             kind = neighbour_type[k]
             for i in range(source_begin[k], source_end[k]):
-                end = consumed[kind] + counts[count_start[k, layer] + i - source_begin[k]]
+                at = count_start[k, layer] + i - source_begin[k]
+                end = consumed[kind] + counts[at]
                 for j in range(consumed[kind], end):
                     at = sampled_start[kind] + j
                     key = (kind, batch[at] if disjoint else 0, sampled[at])

@@ -8,16 +8,22 @@ and schemas, backed by :mod:`pyg_orch.kernels.distributed_sample`, unless
 pyg-lib is installed or the ops are already defined. It also works around
 PyG 2.8.0-2.8.1's ``warn(..., stack_level=2)``, a ``TypeError`` on every
 construction of ``DistNeighborSampler``, ``DistNeighborLoader(dist_sampler=
-...)`` and ``DistLinkNeighborLoader``. ``import pyg_orch.distributed`` calls
-:func:`install`.
+...)`` and ``DistLinkNeighborLoader``, and PyG's ``Partitioner`` saving edge
+features as a ``defaultdict``, which ``torch.load(weights_only=True)`` refuses
+since torch 2.6 (:func:`fix_partition_load`). ``import pyg_orch.distributed``
+calls :func:`install`.
 
 Edge ids keep PyG's meaning: a sampled edge's id is its position in the CSC
 of the partition that sampled it (the owner's, for an edge sampled over RPC).
 """
 
+import collections
 import functools
 import importlib
 import inspect
+import io
+import os
+import pickle
 import threading
 import warnings
 from collections.abc import Callable
@@ -27,6 +33,7 @@ import numpy as np
 import torch
 import torch_geometric
 import torch_geometric.typing
+from torch_geometric.distributed import Partitioner
 
 from pyg_orch.kernels import distributed_sample as kernels
 
@@ -371,6 +378,67 @@ def fix_stack_level() -> list[str]:
     return fixed
 
 
+def defaultdict_load_bug() -> bool:
+    """Whether ``torch.load(weights_only=True)`` refuses a ``defaultdict``.
+
+    Example:
+        >>> isinstance(defaultdict_load_bug(), bool)
+        True
+    """
+    buffer = io.BytesIO()
+    torch.save(collections.defaultdict(dict, a={}), buffer)
+    buffer.seek(0)
+    try:
+        torch.load(buffer, weights_only=True)
+    except pickle.UnpicklingError:
+        return True
+    return False
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _saves_plain_dicts(generate: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(generate)
+    def generate_partition(self: Any, *args: Any, **kwargs: Any) -> None:
+        generate(self, *args, **kwargs)
+        for part in range(self.num_parts):
+            path = os.path.join(self.root, f"part_{part}", "edge_feats.pt")
+            if os.path.exists(path):  # written just now by PyG itself
+                feats = torch.load(path, weights_only=False)
+                if isinstance(feats, collections.defaultdict):
+                    torch.save(_plain(feats), path)
+
+    generate_partition.pyg_orch_fixed = True  # type: ignore[attr-defined]
+    return generate_partition
+
+
+def fix_partition_load() -> bool:
+    """Makes PyG's ``Partitioner`` write edge features ``torch.load`` reads.
+
+    ``Partitioner.generate_partition`` saves each part's edge features as a
+    ``defaultdict``, which ``torch.load(weights_only=True)`` (PyG's
+    ``fs.torch_load``, so ``LocalFeatureStore.from_partition``) refuses
+    since torch 2.6 whatever its allow-list. Only where torch refuses one,
+    ``generate_partition`` is wrapped to save them again as plain dicts.
+
+    Returns:
+        Whether this call wrapped it (not on a second call).
+
+    Example:
+        >>> fix_partition_load()  # import pyg_orch.distributed did
+        False
+    """
+    generate = Partitioner.generate_partition
+    if getattr(generate, "pyg_orch_fixed", False) or not defaultdict_load_bug():
+        return False
+    Partitioner.generate_partition = _saves_plain_dicts(generate)
+    return True
+
+
 def check_pyg_version() -> bool:
     """Whether PyG's version is one of :data:`TESTED_PYG`; warns once if not.
 
@@ -415,7 +483,8 @@ def install() -> None:
 
     Warns once on an untested PyG version, registers the missing ops (not
     when pyg-lib is installed), fixes ``stack_level`` where PyG misspells it
-    and warms the kernels up.
+    and the partitioned edge features torch cannot load, and warms the
+    kernels up.
 
     Example:
         >>> install()
@@ -425,4 +494,5 @@ def install() -> None:
     check_pyg_version()
     register_ops()
     fix_stack_level()
+    fix_partition_load()
     warm_up()

@@ -63,7 +63,8 @@ def _sample_one_hop(
         count = num_picks(fanout, degree, replace)
         if count > picks.shape[0]:
             picks = np.empty(max(count, 2 * picks.shape[0]), dtype=np.int64)
-        pick_neighbors(degree, count, replace, state, picks)
+        # A fanout of -1 takes every neighbour once, with replacement too.
+        pick_neighbors(degree, count, replace and fanout >= 0, state, picks)
         for j in range(count):
             position = start + picks[j]
             node[num_seeds + filled] = row[position]

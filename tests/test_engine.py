@@ -6,7 +6,6 @@ test_dist_merge_outputs.cpp); the random cases are checked by invariants.
 """
 
 import inspect
-import socket
 import subprocess
 import sys
 import textwrap
@@ -30,7 +29,8 @@ def cycle_graph(num_nodes: int = 6):
 
 
 def test_dist_neighbor_sample_all_neighbours():
-    node, edge, cumsum = pyg.dist_neighbor_sample(*cycle_graph(), torch.arange(2, 4), -1)
+    seed = torch.arange(2, 4)
+    node, edge, cumsum = pyg.dist_neighbor_sample(*cycle_graph(), seed, -1)
     assert node.tolist() == [2, 3, 1, 3, 2, 4]
     assert edge.tolist() == [4, 5, 6, 7]
     assert cumsum == [2, 4, 6]

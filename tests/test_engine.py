@@ -209,3 +209,72 @@ def test_pyg_still_misspells_stack_level():
 
 def test_pyg_version_is_tested():
     assert engine.check_pyg_version()
+
+
+def test_dist_neighbor_sampler_one_partition_takes_whole_neighbourhoods():
+    # DistNeighborSampler over one partition (world size 1, in this process)
+    # at fan-out -1 samples every in-edge of the nodes of hops 0 and 1; the
+    # reference is plain torch over edge_index.
+    import socket
+
+    from torch_geometric.distributed import (
+        DistContext,
+        DistNeighborSampler,
+        LocalFeatureStore,
+        LocalGraphStore,
+    )  # fmt: skip
+    from torch_geometric.distributed.event_loop import ConcurrentEventLoop
+    from torch_geometric.distributed.rpc import init_rpc, shutdown_rpc
+    from torch_geometric.sampler import NodeSamplerInput
+
+    generator = torch.Generator().manual_seed(3)
+    num_nodes = 30
+    key = torch.randperm(num_nodes * num_nodes, generator=generator)[:90]
+    edge_index = torch.stack([key // num_nodes, key % num_nodes])
+    feature_store = LocalFeatureStore.from_data(torch.arange(num_nodes))
+    graph_store = LocalGraphStore.from_data(
+        edge_id=None, edge_index=edge_index, num_nodes=num_nodes
+    )
+    graph_store.node_pb = torch.zeros(num_nodes, dtype=torch.long)
+    graph_store.meta.update({"num_parts": 1})
+    graph_store.partition_idx, graph_store.num_partitions = 0, 1
+    context = DistContext(rank=0, global_rank=0, world_size=1,
+                          global_world_size=1, group_name="engine-test")  # fmt: skip
+    sampler = DistNeighborSampler(  # raises TypeError without fix_stack_level
+        data=(feature_store, graph_store), current_ctx=context,
+        num_neighbors=[-1, -1],
+    )  # fmt: skip
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    init_rpc(current_ctx=context, master_addr="127.0.0.1", master_port=port)
+    try:
+        sampler.init_sampler_instance()
+        sampler.register_sampler_rpc()
+        sampler.event_loop = ConcurrentEventLoop(1)
+        sampler.event_loop.start_loop()
+        seed = torch.tensor([0, 7, 12])
+        out = sampler.event_loop.run_task(
+            coro=sampler.node_sample(NodeSamplerInput(input_id=None, node=seed))
+        )
+    finally:
+        shutdown_rpc(graceful=False)
+
+    # Reference: hop 1 adds the in-neighbours of the seeds, hop 2 theirs.
+    src, dst = edge_index.tolist()
+    hop0 = set(seed.tolist())
+    hop1 = {s for s, d in zip(src, dst, strict=True) if d in hop0} - hop0
+    expanded = hop0 | hop1
+    edges = {(s, d) for s, d in zip(src, dst, strict=True) if d in expanded}
+    nodes = expanded | {s for s, _ in edges}
+    assert out.node[:3].tolist() == seed.tolist()
+    assert set(out.node.tolist()) == nodes and len(out.node) == len(nodes)
+    sampled = list(zip(out.node[out.row].tolist(), out.node[out.col].tolist(),
+                       strict=True))  # fmt: skip
+    assert len(sampled) == len(edges) and set(sampled) == edges
+    # PyG's e_id: positions in the partition's CSC (sorted by destination),
+    # which here is edge_index sorted by destination.
+    order = torch.sort(edge_index[1] * num_nodes + edge_index[0])[1]
+    csc = edge_index[:, order]
+    assert torch.equal(csc[:, out.edge], torch.stack([out.node[out.row],
+                                                      out.node[out.col]]))  # fmt: skip

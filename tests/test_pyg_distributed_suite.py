@@ -1,0 +1,63 @@
+"""PyG 2.8.0's own distributed tests pass without pyg-lib.
+
+``tests/pyg_distributed`` holds PyG's ``test/distributed`` (9 files), run with
+its gates open (see ``pyg_distributed/pyg_dist_gates.py``): pyg-lib's four
+distributed ops come from ``pyg_orch.distributed``, the processes the tests
+spawn import it through ``sitecustomize.py``, and pymetis partitions. They
+run in a process of their own because opening the gates changes
+torch_geometric's global flags.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SUITE = Path(__file__).parent / "pyg_distributed"
+ROOT = Path(__file__).parents[1]
+
+# Every case of the 9 files runs: no skip is allowed.
+ALLOWED_SKIPS = 0
+CASES = 66
+
+
+def _python_path() -> str:
+    # The suite's folder (for sitecustomize.py) and this checkout first.
+    paths = [str(SUITE), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    return os.pathsep.join(path for path in paths if path)
+
+
+def _processes_in(folder: Path) -> set[int]:
+    # The processes working in folder: the suite's, and those it spawned.
+    found = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if os.readlink(proc / "cwd") == str(folder):
+                found.add(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_pyg_distributed_tests_pass_without_pyg_lib():
+    before = _processes_in(SUITE)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(SUITE / "pytest.ini"),
+         str(SUITE), "-q", "-rs", "-p", "no:cacheprovider", "-W", "ignore"],
+        capture_output=True, text=True, cwd=SUITE, timeout=1500,
+        env={**os.environ, "PYTHONPATH": _python_path()},
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    summary = output.strip().splitlines()[-1]
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    assert passed == CASES - ALLOWED_SKIPS, summary
+    assert "failed" not in summary and "error" not in summary, summary
+    skipped = re.findall(r"SKIPPED \[\d+\] (\S+):(\d+): (.*)", output)
+    assert len(skipped) <= ALLOWED_SKIPS, skipped
+    # Nothing the suite spawned outlives it.
+    assert _processes_in(SUITE) <= before

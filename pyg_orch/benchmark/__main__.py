@@ -15,6 +15,7 @@ from pyg_orch.benchmark import (
     ddp,
     epoch,
     gpu,
+    partitioned,
     pipeline,
     sampler,
     step,
@@ -29,6 +30,7 @@ BENCHMARKS = {
     "pipeline": pipeline,
     "gpu": gpu,
     "ddp": ddp,
+    "partitioned": partitioned,
 }
 
 

@@ -1,10 +1,17 @@
 """Training beyond one process: the distributed wing.
 
-* :mod:`pyg_orch.distributed.replicated`: data-parallel training where every
+* :mod:`~pyg_orch.distributed.replicated`: data-parallel training where every
   machine holds the whole graph once (shared memory per machine, DDP).
-* :mod:`pyg_orch.distributed.metis`: METIS with several balance constraints.
-* :mod:`pyg_orch.distributed.partition`: a graph partitioned with them, in
-  PyG's on-disk format, with its hot vertices; the seeds split per trainer.
+* :mod:`~pyg_orch.distributed.partition` (with
+  :mod:`~pyg_orch.distributed.metis`): a graph split across machines with
+  METIS, in PyG's partition format, its hot vertices replicated.
+* :mod:`~pyg_orch.distributed.engine`: PyG's ``torch_geometric.distributed``
+  without pyg-lib; importing this package calls its :func:`install`.
+* :mod:`~pyg_orch.distributed.loaders`: PyG's distributed loaders with the hot
+  vertices served on every machine
+  (:mod:`~pyg_orch.distributed.hot_store`,
+  :mod:`~pyg_orch.distributed.sampler`); :mod:`~pyg_orch.distributed.launch`
+  runs one process per partition.
 
 Example:
     >>> import torch
@@ -13,6 +20,13 @@ Example:
     3
 """
 
+from pyg_orch.distributed.engine import install
+from pyg_orch.distributed.hot_store import HotFeatureStore, load_partition
+from pyg_orch.distributed.launch import spawn_ranks
+from pyg_orch.distributed.loaders import (
+    OrchDistLinkNeighborLoader,
+    OrchDistNeighborLoader,
+)
 from pyg_orch.distributed.metis import metis_binding, metis_parts
 from pyg_orch.distributed.partition import PartitionInfo, partition_graph, split_seeds
 from pyg_orch.distributed.replicated import (
@@ -29,9 +43,14 @@ from pyg_orch.distributed.replicated import (
     share_tensors,
     wrap_model,
 )
+from pyg_orch.distributed.sampler import OrchDistNeighborSampler
 
 __all__ = [
     "DistributedContext",
+    "HotFeatureStore",
+    "OrchDistLinkNeighborLoader",
+    "OrchDistNeighborLoader",
+    "OrchDistNeighborSampler",
     "PartitionInfo",
     "SharedGraph",
     "batches_per_rank",
@@ -39,13 +58,18 @@ __all__ = [
     "distributed_loader",
     "exit_without_teardown",
     "init_distributed",
+    "install",
+    "load_partition",
     "metis_binding",
     "metis_parts",
     "partition_graph",
     "remove_orphans",
     "shard_seeds",
-    "split_seeds",
     "share_graph",
     "share_tensors",
+    "spawn_ranks",
+    "split_seeds",
     "wrap_model",
 ]
+
+install()

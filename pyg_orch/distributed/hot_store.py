@@ -11,13 +11,17 @@ hop is not sampled at all (the aggregate stands in for it).
 
 from __future__ import annotations
 
+import json
 import os.path as osp
+from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
-from torch_geometric.distributed import LocalFeatureStore
+from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
 
+from pyg_orch.distributed.partition import IDENTITY_FILE
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
 
@@ -157,3 +161,85 @@ class HotFeatureStore(LocalFeatureStore):
         name = "x" if is_node_feat else "edge_attr"
         tensor = self.get_tensor(group_name=group, attr_name=name)
         return tensor[0].numel() * tensor.element_size()
+
+
+def load_partition(
+    root: str | Path, rank: int, world_size: int
+) -> tuple[HotFeatureStore, LocalGraphStore]:
+    """This rank's ``(feature_store, graph_store)``, checked against the job.
+
+    One process per partition: rank ``r`` of ``world_size`` loads part ``r``
+    of the partition in ``root`` (see
+    :func:`~pyg_orch.distributed.partition_graph`), with its labels and its
+    hot vertices.
+
+    Raises:
+        FileNotFoundError: ``root`` or one of this part's files is missing.
+        ValueError: the partition has another number of parts than
+            ``world_size``, or its files come from different partitionings.
+
+    Example:
+        >>> load_partition("/nonexistent", 0, 1)
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: rank 0: /nonexistent/META.json is missing: partition the graph first, partition_graph(data, num_parts, '/nonexistent'), and pass that folder as root
+    """  # noqa: E501 - a doctest's output is one line
+    root = str(root)
+    meta = _required(root, "META.json", rank)
+    num_parts = json.loads(Path(meta).read_text())["num_parts"]
+    if num_parts != world_size:
+        raise ValueError(
+            f"rank {rank}: the partition in {root} has {num_parts} parts, but the "
+            f"job has world_size={world_size} processes; run one process per "
+            f"part (world_size={num_parts}), or partition the graph again into "
+            f"{world_size} parts"
+        )
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+    for name in ("graph.pt", "node_feats.pt"):
+        _required(root, osp.join(f"part_{rank}", name), rank)
+    _check_identity(root, rank)
+    graph_store = LocalGraphStore.from_partition(root, rank)
+    return HotFeatureStore.from_partition(root, rank), graph_store
+
+
+def _partition_id(folder: str) -> str | None:
+    path = osp.join(folder, IDENTITY_FILE)
+    if not osp.exists(path):
+        return None  # written by PyG's Partitioner: nothing to compare
+    return json.loads(Path(path).read_text())["partition_id"]
+
+
+def _check_identity(root: str, rank: int) -> None:
+    # The part and the root come from one partitioning, and so do every
+    # rank's (when the ranks have joined a process group).
+    identity = _partition_id(root)
+    part = osp.join(root, f"part_{rank}")
+    if _partition_id(part) != identity:
+        raise ValueError(
+            f"rank {rank}: {part} comes from another partitioning than "
+            f"{root}/META.json (their {IDENTITY_FILE} differ): copy the whole "
+            f"folder of one partitioning to every machine"
+        )
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    identities: list[str | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(identities, identity)
+    others = [r for r, other in enumerate(identities) if other != identity]
+    if others:
+        raise ValueError(
+            f"rank {rank}: ranks {others} loaded another partitioning than "
+            f"{root} (their {IDENTITY_FILE} differ): copy the whole folder of "
+            f"one partitioning to every machine"
+        )
+
+
+def _required(root: str, name: str, rank: int) -> str:
+    path = osp.join(root, name)
+    if not osp.exists(path):
+        raise FileNotFoundError(
+            f"rank {rank}: {path} is missing: partition the graph first, "
+            f"partition_graph(data, num_parts, {root!r}), and pass that folder "
+            f"as root"
+        )
+    return path

@@ -24,9 +24,10 @@ Example:
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
-from collections import defaultdict
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,18 @@ from pyg_orch.hot.choice import top_by_type
 #: The aggregations ``hot.pt`` holds (``"gcn"`` only where a relation's source
 #: and destination types are equal).
 HOT_KINDS = ("mean", "sum", "max", "gcn")
+#: How nodes can be assigned to parts.
+PART_METHODS = ("metis", "random")
 #: The version of ``hot.pt``'s layout.
 HOT_VERSION = 1
+#: The name of the file, in the root and in each part, that names the
+#: partitioning the files come from.
+IDENTITY_FILE = "orch.json"
 # What a partition root holds: PyG's files, the labels and the hot vertices.
 _WRITTEN = ("META.json", "node_map", "node_map.pt", "edge_map", "edge_map.pt")
-_EXTRA = ("label.pt", "hot.pt")
+_EXTRA = ("label.pt", "split.pt", "hot.pt", IDENTITY_FILE)
+#: The node masks whose ids ``split.pt`` holds.
+SPLITS = ("train_mask", "val_mask", "test_mask")
 # PyG's Partitioner finds ClusterData as a module global; patching it is
 # serialized.
 _PATCH_LOCK = threading.Lock()
@@ -65,7 +73,8 @@ class PartitionInfo:
         root: the partition's directory.
         num_parts: the number of parts.
         binding: the METIS binding that ran (see
-            :func:`~pyg_orch.distributed.metis.metis_binding`).
+            :func:`~pyg_orch.distributed.metis.metis_binding`), or
+            ``"random"`` for ``method="random"``.
         num_nodes: nodes per part (all node types together).
         num_edges: edges per part: the in-edges of its nodes, as PyG assigns them.
         num_train: training nodes per part (zeros with ``balance=None``).
@@ -110,21 +119,7 @@ class _AssignedPartitioner(pyg_partition.Partitioner):
             mock.patch.object(pyg_partition, "ClusterData", GivenClusters),
         ):
             super().generate_partition()
-        # PyG 2.8 saves edge_feats.pt as a defaultdict, which its own loader
-        # (torch.load(weights_only=True), torch >= 2.6) refuses: the same
-        # content as plain dicts.
-        for pid in range(self.num_parts):
-            path = Path(self.root, f"part_{pid}", "edge_feats.pt")
-            feats = torch.load(path, weights_only=False)
-            if isinstance(feats, defaultdict):
-                torch.save(_plain(feats), path)
-
-
-def _plain(value: Any) -> Any:
-    # Dicts (defaultdicts included) as plain dicts, all the way down.
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return value
+        # (The package's engine.install() makes the edge features loadable.)
 
 
 def _homogeneous_edges(data: Data | HeteroData) -> tuple[Tensor, Tensor, dict, int]:
@@ -269,6 +264,7 @@ def partition_graph(
     balance_edges: bool = True,
     hot_ratio: float | dict[str, float] = 0.0,
     seed: int = 0,
+    method: str = "metis",
 ) -> PartitionInfo:
     """Partitions a graph with METIS and writes it in PyG's partition format.
 
@@ -291,7 +287,10 @@ def partition_graph(
     ``LocalFeatureStore.from_partition(root, i)`` and
     ``load_partition_info(root, i)`` load part ``i``. PyG's format has no
     labels: ``root/label.pt`` holds ``y`` (``{node_type: y}`` on a
-    HeteroData) for the feature store's ``labels``, when the data has it.
+    HeteroData) for the feature store's ``labels``, when the data has it,
+    and ``root/split.pt`` the ids of the nodes of ``train_mask``,
+    ``val_mask`` and ``test_mask`` (by node type on a HeteroData), so that a
+    rank finds its seeds without the whole graph.
 
     With ``hot_ratio > 0`` it also writes ``root/hot.pt``, the hot vertices
     every part replicates: the top ``hot_ratio`` fraction of the nodes by
@@ -317,7 +316,9 @@ def partition_graph(
         hot_ratio: the fraction of the nodes to write as hot (0: no
             ``hot.pt``); on a HeteroData, of every node type's, or a dict of
             fractions per node type (missing types: 0).
-        seed: METIS's seed.
+        seed: METIS's seed (of the assignment, for ``method="random"``).
+        method: ``"metis"``, or ``"random"``: every node in a part drawn
+            uniformly, the baseline METIS's edge cut is measured against.
 
     Returns:
         A :class:`PartitionInfo` of what was written.
@@ -341,19 +342,30 @@ def partition_graph(
         ((1, 1), 2, 1)
     """
     _check(data, num_parts, balance_edges)
+    if method not in PART_METHODS:
+        raise ValueError(f"method must be one of {PART_METHODS}, got {method!r}")
     root = Path(root)
     masks = _train_masks(data, balance)
     src, dst, ranges, num_nodes = _homogeneous_edges(data)
     degree = torch.bincount(dst, minlength=num_nodes)
     weights, train = _constraints(data, masks, ranges, degree, balance_edges)
     hot = _hot_nodes(data, hot_ratio, ranges, degree)
-    binding = metis_binding(weights.size(1))
-    order = torch.argsort(src, stable=True)
-    rowptr = index2ptr(src[order], size=num_nodes)
-    parts = metis_parts(rowptr, dst[order], num_parts, node_weights=weights, seed=seed)
+    if method == "random":
+        binding = "random"
+        generator = torch.Generator().manual_seed(seed)
+        parts = torch.randint(num_parts, (num_nodes,), generator=generator)
+    else:
+        binding = metis_binding(weights.size(1))
+        order = torch.argsort(src, stable=True)
+        rowptr = index2ptr(src[order], size=num_nodes)
+        parts = metis_parts(
+            rowptr, dst[order], num_parts, node_weights=weights, seed=seed
+        )
     _prepare_root(root)
     _AssignedPartitioner(data, parts, num_parts, root).generate_partition()
     _save_labels(data, root)
+    _save_splits(data, root)
+    _save_identity(root, num_parts)
     if hot is not None:
         _save_hot(data, hot, hot_ratio, root)
 
@@ -380,6 +392,30 @@ def _save_labels(data: Data | HeteroData, root: Path) -> None:
         labels = {t: data[t].y for t in data.node_types if "y" in data[t]}
     if labels is not None and len(labels):
         torch.save(labels, root / "label.pt")
+
+
+def _save_identity(root: Path, num_parts: int) -> None:
+    # One id per partitioning, in the root and in every part: a part copied
+    # from another partitioning (a stale copy on one machine) is told apart.
+    identity = json.dumps({"partition_id": uuid.uuid4().hex, "num_parts": num_parts})
+    for folder in [root, *(root / f"part_{pid}" for pid in range(num_parts))]:
+        (folder / IDENTITY_FILE).write_text(identity)
+
+
+def _save_splits(data: Data | HeteroData, root: Path) -> None:
+    # The ids of the masks' nodes, so that a rank finds its seeds without
+    # the whole graph ({node_type: {mask: ids}} on a HeteroData).
+    def ids(store: Any) -> dict[str, Tensor]:
+        return {
+            name: store[name].nonzero().view(-1) for name in SPLITS if name in store
+        }
+
+    if isinstance(data, Data):
+        splits: Any = ids(data)
+    else:
+        splits = {t: ids(data[t]) for t in data.node_types if ids(data[t])}
+    if splits:
+        torch.save(splits, root / "split.pt")
 
 
 def _hot_nodes(

@@ -1,0 +1,120 @@
+"""What each rank of tests/test_partitioned.py runs, in a process of its own.
+
+Spawned processes import these functions by name, so they live in a module
+beside the tests. Each returns what the parent checks; the references (the
+whole graph, plain PyG models) are computed in the parent, not here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch_geometric.distributed import DistContext, LocalGraphStore
+from torch_geometric.nn import GraphSAGE, to_hetero
+
+import pyg_orch.distributed  # noqa: F401 - makes PyG's engine run here
+from pyg_orch import OrchModel
+from pyg_orch.distributed.hot_store import HotFeatureStore
+from pyg_orch.distributed.loaders import (
+    OrchDistLinkNeighborLoader,
+    OrchDistNeighborLoader,
+)
+
+
+def context(rank: int, world_size: int) -> DistContext:
+    return DistContext(
+        rank=rank, global_rank=rank, world_size=world_size,
+        global_world_size=world_size, group_name="pyg-orch-test",
+    )  # fmt: skip
+
+
+def stores(root: Path, rank: int) -> tuple[HotFeatureStore, LocalGraphStore]:
+    return HotFeatureStore.from_partition(
+        str(root), rank
+    ), LocalGraphStore.from_partition(str(root), rank)
+
+
+def rpc_port() -> int:
+    return int(os.environ["MASTER_PORT"]) + 1
+
+
+def node_batches(
+    rank: int, world_size: int, root: Path, fanouts: list[int], num_workers: int,
+    model_state: dict | None = None, batch_size: int = 64,
+) -> dict:  # fmt: skip
+    """Every batch of this rank's seeds, and the model's outputs on them."""
+    data = stores(root, rank)
+    seeds = data[0].get_global_id(None)
+    loader = OrchDistNeighborLoader(
+        data, fanouts, current_ctx=context(rank, world_size), master_port=rpc_port(),
+        input_nodes=seeds, batch_size=batch_size, num_workers=num_workers,
+        concurrency=2,
+    )  # fmt: skip
+    model = None
+    if model_state is not None:
+        model = GraphSAGE(
+            model_state["in"], 16, num_layers=len(fanouts), out_channels=4
+        )
+        model.load_state_dict(model_state["weights"])
+        model = OrchModel(model.eval(), loader)
+    elif loader.cache is not None:
+        loader.serve("mean")  # what a GraphSAGE bottom layer would serve
+    batches, outputs = [], []
+    for batch in loader:
+        keep = {key: batch[key] for key in ("n_id", "e_id", "x", "y", "edge_index")}
+        keep["edge_attr"] = batch.get("edge_attr")
+        keep["batch_size"], keep["hot"] = batch.batch_size, batch.get("hot_index")
+        batches.append(keep)
+        if model is not None:
+            with torch.no_grad():
+                outputs.append((batch.n_id[: batch.batch_size], model(batch)))
+    return {
+        "batches": batches,
+        "outputs": outputs,
+        "traffic": loader.traffic.per_batch(),
+    }
+
+
+def hetero_outputs(
+    rank: int, world_size: int, root: Path, model_state: dict, seed_type: str
+) -> list:
+    """A to_hetero(GraphSAGE)'s outputs on this rank's seeds at full fan-out."""
+    data = stores(root, rank)
+    seeds = (seed_type, data[0].get_global_id(seed_type))
+    fanouts = {edge_type: [-1, -1] for edge_type in model_state["metadata"][1]}
+    loader = OrchDistNeighborLoader(
+        data, fanouts, current_ctx=context(rank, world_size), master_port=rpc_port(),
+        input_nodes=seeds, batch_size=32, concurrency=2,
+    )  # fmt: skip
+    model = to_hetero(
+        GraphSAGE((-1, -1), 16, num_layers=2, out_channels=4), model_state["metadata"]
+    )
+    with torch.no_grad():
+        model(model_state["x"], model_state["edge_index"])  # creates the lazy weights
+    model.load_state_dict(model_state["weights"])
+    outputs = []
+    with torch.no_grad():
+        for batch in loader:
+            out = model(batch.x_dict, batch.edge_index_dict)[seed_type]
+            outputs.append((batch[seed_type].n_id[: batch[seed_type].batch_size], out))
+    return outputs
+
+
+def link_batches(rank: int, world_size: int, root: Path, fanouts: list[int]) -> list:
+    """Every batch of this rank's own edges, with binary negatives."""
+    data = stores(root, rank)
+    edge_index = data[1].get_edge_index(edge_type=None, layout="coo")
+    loader = OrchDistLinkNeighborLoader(
+        data, fanouts, current_ctx=context(rank, world_size), master_port=rpc_port(),
+        edge_label_index=(None, edge_index), neg_sampling="binary", batch_size=32,
+        concurrency=2,
+    )  # fmt: skip
+    if loader.cache is not None:
+        loader.serve("mean")  # what a GraphSAGE bottom layer would serve
+    return [
+        {key: batch[key] for key in ("n_id", "e_id", "edge_index", "edge_label_index",
+                                     "edge_label", "x")}
+        for batch in loader
+    ]  # fmt: skip

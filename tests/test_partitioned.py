@@ -1,0 +1,130 @@
+"""A partitioned graph on PyG's distributed engine, ranks on 127.0.0.1.
+
+Each test partitions a graph with ``partition_graph``, runs one process per
+partition with ``spawn_ranks`` and checks what the ranks return against the
+whole graph: plain PyG models on ``data.x`` and ``data.edge_index``, and the
+graph's own rows.
+"""
+
+from __future__ import annotations
+
+import partitioned_ranks as ranks
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.nn import GraphSAGE, to_hetero
+
+from pyg_orch.datasets import load_cora
+from pyg_orch.distributed import partition_graph, spawn_ranks
+
+
+@pytest.fixture(scope="module")
+def graph() -> Data:
+    """Cora with an edge feature per edge (its id) and 4 classes."""
+    data = load_cora()
+    data.edge_attr = torch.arange(data.num_edges, dtype=torch.float).view(-1, 1)
+    data.y = data.y % 4
+    return data
+
+
+def _partition(graph: Data, tmp_path, num_parts: int, hot_ratio: float):
+    root = tmp_path / f"parts{num_parts}_hot{hot_ratio}"
+    partition_graph(graph, num_parts, root, balance=None, hot_ratio=hot_ratio)
+    return root
+
+
+def _model_state(graph: Data, num_layers: int) -> tuple[GraphSAGE, dict]:
+    torch.manual_seed(0)
+    model = GraphSAGE(
+        graph.num_features, 16, num_layers=num_layers, out_channels=4
+    ).eval()
+    return model, {"in": graph.num_features, "weights": model.state_dict()}
+
+
+def _check_batches(graph: Data, batches: list[dict], fanouts: list[int]) -> None:
+    for batch in batches:
+        n_id, e_id = batch["n_id"], batch["e_id"]
+        # Every sampled edge is a real edge of the whole graph, by its id.
+        assert torch.equal(n_id[batch["edge_index"]], graph.edge_index[:, e_id])
+        assert torch.equal(batch["x"], graph.x[n_id])
+        assert torch.equal(batch["y"], graph.y[n_id])
+        assert torch.equal(batch["edge_attr"], graph.edge_attr[e_id])
+        in_degree = torch.bincount(batch["edge_index"][1], minlength=n_id.numel())
+        assert int(in_degree.max()) <= max(fanouts)
+
+
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
+def test_batches_are_the_graph_and_outputs_the_whole_graph_model(
+    graph, tmp_path, hot_ratio
+):
+    root = _partition(graph, tmp_path, 2, hot_ratio)
+    model, state = _model_state(graph, 2)
+    sampled = spawn_ranks(ranks.node_batches, 2, (root, [3, 2], 0), timeout=60)
+    exact = spawn_ranks(ranks.node_batches, 2, (root, [-1, -1], 0, state), timeout=60)
+    with torch.no_grad():
+        reference = model(graph.x, graph.edge_index)
+    seen = []
+    for rank in range(2):
+        _check_batches(graph, sampled[rank]["batches"], [3, 2])
+        for seeds, out in exact[rank]["outputs"]:
+            torch.testing.assert_close(out, reference[seeds], atol=1e-5, rtol=1e-4)
+            seen.append(seeds)
+        hot = [b["hot"] for b in exact[rank]["batches"] if b["hot"] is not None]
+        assert (sum(h.numel() for h in hot) > 0) == (hot_ratio > 0)
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(graph.num_nodes))
+
+
+def test_hot_vertices_cut_remote_rows(graph, tmp_path):
+    traffic = {}
+    for hot_ratio in (0.0, 0.2):
+        root = _partition(graph, tmp_path, 2, hot_ratio)
+        results = spawn_ranks(ranks.node_batches, 2, (root, [10, 5], 0), timeout=60)
+        traffic[hot_ratio] = sum(result["traffic"]["rows"] for result in results)
+    assert traffic[0.2] < 0.6 * traffic[0.0], traffic
+
+
+def test_link_batches_are_real_edges(graph, tmp_path):
+    root = _partition(graph, tmp_path, 2, 0.2)
+    results = spawn_ranks(ranks.link_batches, 2, (root, [3, 2]), timeout=60)
+    labelled = 0
+    for batches in results:
+        for batch in batches:
+            n_id = batch["n_id"]
+            assert torch.equal(
+                n_id[batch["edge_index"]], graph.edge_index[:, batch["e_id"]]
+            )
+            assert torch.equal(batch["x"], graph.x[n_id])
+            positive = batch["edge_label_index"][:, batch["edge_label"] == 1]
+            pairs = n_id[positive]
+            ids = pairs[0] * graph.num_nodes + pairs[1]
+            edges = graph.edge_index[0] * graph.num_nodes + graph.edge_index[1]
+            assert bool(torch.isin(ids, edges).all())
+            labelled += positive.size(1)
+    assert labelled == graph.num_edges
+
+
+def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path):
+    data = mag.clone()
+    for edge_type in data.edge_types:
+        del data[edge_type].edge_attr
+    root = tmp_path / "mag"
+    partition_graph(data, 2, root, balance=None)
+    torch.manual_seed(0)
+    model = to_hetero(
+        GraphSAGE((-1, -1), 16, num_layers=2, out_channels=4), data.metadata()
+    )
+    with torch.no_grad():
+        reference = model(data.x_dict, data.edge_index_dict)["paper"]
+    state = {
+        "metadata": data.metadata(), "weights": model.state_dict(),
+        "x": data.x_dict, "edge_index": data.edge_index_dict,
+    }  # fmt: skip
+    results = spawn_ranks(ranks.hetero_outputs, 2, (root, state, "paper"), timeout=60)
+    seen = []
+    for outputs in results:
+        for seeds, out in outputs:
+            torch.testing.assert_close(out, reference[seeds], atol=1e-5, rtol=1e-4)
+            seen.append(seeds)
+    assert torch.equal(
+        torch.cat(seen).sort().values, torch.arange(data["paper"].num_nodes)
+    )

@@ -97,8 +97,9 @@ def hetero_outputs(
     outputs = []
     with torch.no_grad():
         for batch in loader:
-            out = model(batch.x_dict, batch.edge_index_dict)[seed_type]
-            outputs.append((batch[seed_type].n_id[: batch[seed_type].batch_size], out))
+            size = batch[seed_type].batch_size
+            out = model(batch.x_dict, batch.edge_index_dict)[seed_type][:size]
+            outputs.append((batch[seed_type].n_id[:size], out))
     return outputs
 
 

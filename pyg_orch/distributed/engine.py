@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 import torch
 import torch_geometric
+import torch_geometric.distributed.dist_neighbor_sampler as _dist_sampler
 import torch_geometric.typing
+from torch import Tensor
 from torch_geometric.distributed import Partitioner
 
 from pyg_orch.kernels import distributed_sample as kernels
@@ -137,6 +139,14 @@ def dist_neighbor_sample(
                        ("seed_time", seed_time)):  # fmt: skip
         if time is not None and time.is_floating_point():
             raise TypeError(f"'{name}' must hold integers, as pyg-lib's does")
+    num_nodes = rowptr.numel() - 1
+    if seed.numel() and not (0 <= int(seed.min()) and int(seed.max()) < num_nodes):
+        # The kernel does not check its indices: an id past the graph would
+        # read (and write) outside its arrays.
+        raise IndexError(
+            f"dist_neighbor_sample: seed ids must be in [0, {num_nodes}) (the "
+            f"graph's nodes), got ids in [{int(seed.min())}, {int(seed.max())}]"
+        )
     node, batch, edge, cumsum = kernels.dist_sample_one_hop(
         _numpy(rowptr), _numpy(col), _numpy(seed), num_neighbors,
         replace=replace, seed_time=_numpy(seed_time), node_time=_numpy(node_time),
@@ -378,6 +388,120 @@ def fix_stack_level() -> list[str]:
     return fixed
 
 
+def negative_endpoint_bug() -> bool:
+    """Whether PyG's distributed sampler calls ``neg_sample`` without ``endpoint``.
+
+    PyG 2.8's ``neg_sample`` takes which end of the edges it draws for
+    (``"src"`` or ``"dst"``, to pick ``NegativeSampling``'s weights), but
+    ``DistNeighborSampler.edge_sample`` still calls it without: every link
+    batch with negatives fails with a ``TypeError``.
+
+    Example:
+        >>> negative_endpoint_bug()
+        True
+    """
+    parameter = inspect.signature(_dist_sampler.neg_sample).parameters.get("endpoint")
+    if parameter is None or parameter.default is not inspect.Parameter.empty:
+        return False
+    return "endpoint" not in inspect.getsource(_dist_sampler.DistNeighborSampler)
+
+
+def _endpoint_filled(neg_sample: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    @functools.wraps(neg_sample)
+    def filled(
+        seed: Tensor, neg_sampling: Any, num_nodes: int, seed_time: Any,
+        node_time: Any, endpoint: str | None = None,
+    ) -> Tensor:  # fmt: skip
+        if endpoint is None:
+            weights = (neg_sampling.src_weight, neg_sampling.dst_weight)
+            if any(weight is not None for weight in weights):
+                raise NotImplementedError(
+                    "PyG's distributed sampler does not say which end of the "
+                    "edges a negative is drawn for, so NegativeSampling's "
+                    "src_weight/dst_weight cannot be applied: draw negatives "
+                    "uniformly (no weights)"
+                )
+            endpoint = "dst"  # unweighted: both ends draw alike
+        return neg_sample(seed, neg_sampling, num_nodes, seed_time, node_time, endpoint)
+
+    filled.pyg_orch_fixed = True  # type: ignore[attr-defined]
+    return filled
+
+
+def fix_negative_sampling() -> bool:
+    """Lets PyG's distributed link sampling draw negatives.
+
+    See :func:`negative_endpoint_bug`.
+
+    Replaces the module attribute ``neg_sample`` of
+    ``torch_geometric.distributed.dist_neighbor_sampler`` only, with one whose
+    ``endpoint`` is optional: unweighted negatives are drawn as PyG draws
+    them; weighted ones are refused.
+
+    Returns:
+        Whether this call replaced it (not on a second call).
+
+    Example:
+        >>> fix_negative_sampling()  # import pyg_orch.distributed did
+        False
+    """
+    current = _dist_sampler.neg_sample
+    if getattr(current, "pyg_orch_fixed", False) or not negative_endpoint_bug():
+        return False
+    _dist_sampler.neg_sample = _endpoint_filled(current)
+    return True
+
+
+def _padded(colptr: Tensor, num_nodes: int) -> Tensor:
+    # Column pointers for num_nodes columns: the missing last ones empty.
+    missing = num_nodes + 1 - colptr.numel()
+    if missing <= 0:
+        return colptr
+    return torch.cat([colptr, colptr[-1:].expand(missing)])
+
+
+def _all_columns(init: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(init)
+    def init_sampler_instance(self: Any) -> None:
+        init(self)
+        if not self.is_hetero:
+            return
+        sampler = self._sampler
+        for edge_type in sampler.edge_types:
+            relation = sampler.to_rel_type[edge_type]
+            colptr = sampler.colptr_dict[relation]
+            num_nodes = sampler.num_nodes[edge_type[-1]]
+            sampler.colptr_dict[relation] = _padded(colptr, num_nodes)
+
+    init_sampler_instance.pyg_orch_fixed = True  # type: ignore[attr-defined]
+    return init_sampler_instance
+
+
+def fix_hetero_columns() -> bool:
+    """Gives every node of a partitioned heterogeneous graph its CSC column.
+
+    PyG's ``GraphStore`` builds a ``LocalGraphStore``'s heterogeneous CSC
+    with as many columns as the largest destination id with an edge in this
+    partition (a "hotfix" in ``_edge_to_layout``), so a node past it, one
+    without in-edges here, has no column: the sampler reads past the
+    column pointers. ``DistNeighborSampler.init_sampler_instance`` is
+    wrapped to pad each relation's pointers to all its destination nodes
+    (the padded columns are empty, as their nodes' in-edges here are).
+
+    Returns:
+        Whether this call wrapped it (not on a second call).
+
+    Example:
+        >>> fix_hetero_columns()  # import pyg_orch.distributed did
+        False
+    """
+    sampler = _dist_sampler.DistNeighborSampler
+    if getattr(sampler.init_sampler_instance, "pyg_orch_fixed", False):
+        return False
+    sampler.init_sampler_instance = _all_columns(sampler.init_sampler_instance)
+    return True
+
+
 def defaultdict_load_bug() -> bool:
     """Whether ``torch.load(weights_only=True)`` refuses a ``defaultdict``.
 
@@ -495,4 +619,6 @@ def install() -> None:
     register_ops()
     fix_stack_level()
     fix_partition_load()
+    fix_negative_sampling()
+    fix_hetero_columns()
     warm_up()

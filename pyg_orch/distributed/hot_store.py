@@ -54,6 +54,7 @@ class HotFeatureStore(LocalFeatureStore):
         self.hot_cache: HotCache | None = None
         self.hot_x: Tensor | None = None
         self.traffic = RemoteTraffic()
+        self.labels_by_type: dict[str, Tensor] | None = None
 
     @classmethod
     def from_partition(cls, root: str, pid: int) -> HotFeatureStore:
@@ -67,14 +68,43 @@ class HotFeatureStore(LocalFeatureStore):
                 version of pyg_orch.
         """
         store = super().from_partition(root, pid)
+        if store.meta["is_hetero"]:
+            store._use_type_ids(osp.join(root, f"part_{pid}", "node_feats.pt"))
         labels = osp.join(root, LABEL_FILE)
         if osp.exists(labels):
             # PyG's format has no labels; partition_graph writes them here.
-            store.labels = torch.load(labels, weights_only=True)
+            store.load_labels(torch.load(labels, weights_only=True))
         path = osp.join(root, HOT_FILE)
         if osp.exists(path):
             store.load_hot(torch.load(path, weights_only=True), path)
         return store
+
+    def _use_type_ids(self, path: str) -> None:
+        # PyG's heterogeneous partitions know a node by its id within its
+        # type (node_map, the sampler), but its LocalFeatureStore finds rows
+        # by the id in the homogeneous numbering ("global_id"): every type but
+        # the first read the wrong rows. The rows are found by "id" here.
+        for node_type, feats in torch.load(path, weights_only=True).items():
+            self.put_global_id(feats["id"], group_name=node_type)
+
+    def load_labels(self, labels: Tensor | dict[str, Tensor]) -> None:
+        """Takes the labels ``partition_graph`` wrote (``label.pt``).
+
+        PyG's distributed sampler reads ``labels`` as one tensor, of the
+        seeds' node type; a heterogeneous graph's labels of one node type
+        become that tensor. With labels on several node types, ``labels``
+        stays ``None`` and ``labels_by_type`` holds them all.
+
+        Example:
+            >>> store = HotFeatureStore()
+            >>> store.load_labels({"paper": torch.tensor([1, 0])})
+            >>> store.labels.tolist()
+            [1, 0]
+        """
+        self.labels_by_type = labels if isinstance(labels, dict) else None
+        if isinstance(labels, dict):
+            labels = next(iter(labels.values())) if len(labels) == 1 else None
+        self.labels = labels
 
     def load_hot(self, hot: dict[str, Any], path: str) -> None:
         """Takes the hot part written by ``partition_graph`` (``hot.pt``)."""

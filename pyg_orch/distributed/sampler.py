@@ -6,9 +6,9 @@
 * the last hop does not expand hot vertices (their bottom-layer aggregates are
   replicated on every machine by
   :class:`~pyg_orch.distributed.hot_store.HotFeatureStore`);
-* every sampled edge's ``e_id`` is its id in the whole graph. PyG's sampler
-  returns an edge's position in the CSC of the partition that sampled it, so
-  edge features were read at the wrong rows;
+* every sampled edge's ``e_id`` is its id in the whole graph (within its
+  edge type). PyG's sampler returns an edge's position in the CSC of the
+  partition that sampled it, so edge features were read at the wrong rows;
 * it counts the one-hop requests it sends to other partitions.
 """
 
@@ -146,8 +146,21 @@ class OrchDistNeighborSampler(DistNeighborSampler):
             input_nodes, int(num_neighbors), seed_time, edge_type
         )
         edge_ids = self.graph_store.get_edge_id(edge_type=edge_type, layout="coo")
-        out.edge = edge_ids[out.edge]
+        out.edge = edge_ids[out.edge] - self._edge_offset(edge_type)
         return out
+
+    def _edge_offset(self, edge_type: Any) -> int:
+        # PyG's heterogeneous partitions keep an edge's id in the homogeneous
+        # numbering (edge types one after another, in the data's order); its
+        # features, and the user, know it by its id within its edge type.
+        if edge_type is None:
+            return 0
+        offset = 0
+        for other in self.graph_store.meta["edge_types"]:
+            if tuple(other) == tuple(edge_type):
+                return offset
+            offset += self.graph_store.edge_pb[tuple(other)].numel()
+        raise KeyError(f"edge type {edge_type} is not in this partition")
 
 
 # PyG's NodeLoader and LinkLoader recognise a distributed sampler by its class

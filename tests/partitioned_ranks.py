@@ -94,13 +94,15 @@ def hetero_outputs(
     with torch.no_grad():
         model(model_state["x"], model_state["edge_index"])  # creates the lazy weights
     model.load_state_dict(model_state["weights"])
-    outputs = []
+    orch = OrchModel(model.eval(), loader)
+    outputs, hot = [], 0
     with torch.no_grad():
         for batch in loader:
             size = batch[seed_type].batch_size
-            out = model(batch.x_dict, batch.edge_index_dict)[seed_type][:size]
-            outputs.append((batch[seed_type].n_id[:size], out))
-    return outputs
+            outputs.append((batch[seed_type].n_id[:size], orch(batch)))
+            hot += sum(store.get("hot_index", torch.empty(0)).numel()
+                       for store in batch.node_stores)  # fmt: skip
+    return {"outputs": outputs, "hot": hot}
 
 
 def link_batches(rank: int, world_size: int, root: Path, fanouts: list[int]) -> list:

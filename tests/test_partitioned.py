@@ -103,12 +103,13 @@ def test_link_batches_are_real_edges(graph, tmp_path):
     assert labelled == graph.num_edges
 
 
-def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path):
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
+def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path, hot_ratio):
     data = mag.clone()
     for edge_type in data.edge_types:
         del data[edge_type].edge_attr
     root = tmp_path / "mag"
-    partition_graph(data, 2, root, balance=None)
+    partition_graph(data, 2, root, balance=None, hot_ratio=hot_ratio)
     torch.manual_seed(0)
     model = to_hetero(
         GraphSAGE((-1, -1), 16, num_layers=2, out_channels=4), data.metadata()
@@ -121,10 +122,10 @@ def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path):
     }  # fmt: skip
     results = spawn_ranks(ranks.hetero_outputs, 2, (root, state, "paper"), timeout=60)
     seen = []
-    for outputs in results:
-        for seeds, out in outputs:
+    for result in results:
+        for seeds, out in result["outputs"]:
             torch.testing.assert_close(out, reference[seeds], atol=1e-5, rtol=1e-4)
             seen.append(seeds)
-    assert torch.equal(
-        torch.cat(seen).sort().values, torch.arange(data["paper"].num_nodes)
-    )
+        assert (result["hot"] > 0) == (hot_ratio > 0)
+    papers = torch.arange(data["paper"].num_nodes)
+    assert torch.equal(torch.cat(seen).sort().values, papers)

@@ -24,6 +24,7 @@ from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
 from pyg_orch.distributed.partition import IDENTITY_FILE
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
+from pyg_orch.hot.relation_cache import RelationCache
 
 #: The name of the hot vertices' file in a partition folder.
 HOT_FILE = "hot.pt"
@@ -50,9 +51,12 @@ class HotFeatureStore(LocalFeatureStore):
 
     def __init__(self) -> None:
         super().__init__()
-        self.hot_ratio = 0.0
-        self.hot_cache: HotCache | None = None
-        self.hot_x: Tensor | None = None
+        self.hot_ratio: float | dict[str, float] = 0.0
+        self.hot_cache: HotCache | RelationCache | None = None
+        # The hot nodes' rows, and each node's slot in them (-1: cold), by
+        # node type (None on a homogeneous graph).
+        self.hot_x: dict[Any, Tensor] = {}
+        self.hot_slot: dict[Any, Tensor] = {}
         self.traffic = RemoteTraffic()
         self.labels_by_type: dict[str, Tensor] | None = None
 
@@ -107,44 +111,63 @@ class HotFeatureStore(LocalFeatureStore):
         self.labels = labels
 
     def load_hot(self, hot: dict[str, Any], path: str) -> None:
-        """Takes the hot part written by ``partition_graph`` (``hot.pt``)."""
+        """Takes the hot part written by ``partition_graph`` (``hot.pt``).
+
+        Raises:
+            ValueError: ``hot.pt`` has another layout version, or was written
+                for a graph of other sizes than this partition's.
+        """
         if hot.get("version") != HOT_FILE_VERSION:
             raise ValueError(
                 f"{path} has layout version {hot.get('version')!r}, but this "
                 f"pyg_orch reads version {HOT_FILE_VERSION}: partition the "
                 f"graph again with this version's partition_graph"
             )
-        if self.meta["is_hetero"]:
-            raise NotImplementedError(
-                f"{path}: hot vertices of a partitioned heterogeneous graph are "
-                f"not served yet; partition it with hot_ratio=0"
-            )
-        num_nodes = self.node_feat_pb.numel()
+        pb = self.node_feat_pb
+        hetero = self.meta["is_hetero"]
+        num_nodes = {t: ids.numel() for t, ids in pb.items()} if hetero else pb.numel()
         if hot["num_nodes"] != num_nodes:
             raise ValueError(
                 f"{path} was written for a graph of {hot['num_nodes']} nodes, "
                 f"but this partition's graph has {num_nodes}: the folder mixes "
                 f"two partitionings; partition the graph again into an empty folder"
             )
-        hot_nodes = hot["node"][None]
-        self.hot_ratio = float(hot["hot_ratio"])
-        self.hot_x = hot["x"][None]
-        self.hot_cache = HotCache.from_values(hot_nodes, num_nodes, hot["values"][None])
+        self.hot_ratio = hot["hot_ratio"]
+        self.hot_x = hot["x"]
+        if hetero:
+            self.hot_cache = RelationCache.from_values(
+                num_nodes, hot["node"], hot["values"]
+            )
+            self.hot_slot = {
+                t: _slots(ids, num_nodes[t]) for t, ids in hot["node"].items()
+            }
+        else:
+            self.hot_cache = HotCache.from_values(
+                hot["node"][None], num_nodes, hot["values"][None]
+            )
+            self.hot_slot = {None: self.hot_cache.slot}
         self.hot_cache.mode_chosen = True  # a partition's values are static
 
     def hot_mask(self, node_type: str | None = None) -> Tensor | None:
-        """Whether each node of the whole graph is hot; ``None`` without hot nodes."""
-        return None if self.hot_cache is None else self.hot_cache.mask
+        """Whether each node (of ``node_type``) is hot; ``None`` without hot nodes.
+
+        Example:
+            >>> HotFeatureStore().hot_mask() is None
+            True
+        """
+        slot = self.hot_slot.get(node_type)
+        return None if slot is None else slot >= 0
 
     def lookup_features(
         self, index: Tensor, is_node_feat: bool = True, input_type: Any = None
     ) -> torch.futures.Future:
         """PyG's lookup, with the hot rows served from this machine's copy."""
-        if not is_node_feat or self.hot_cache is None:
+        key = input_type if self.meta["is_hetero"] else None
+        if not is_node_feat or key not in self.hot_slot or key not in self.hot_x:
             return self._lookup_and_count(index, is_node_feat, input_type)
-        slots = self.hot_cache.slot[index]
+        slots = self.hot_slot[key][index]
         hot = slots >= 0
-        hot_rows = self.hot_x[slots[hot]]
+        hot_rows = self.hot_x[key][slots[hot]]
         result: torch.futures.Future = torch.futures.Future()
         if bool(hot.all()):
             result.set_result(hot_rows)
@@ -191,6 +214,13 @@ class HotFeatureStore(LocalFeatureStore):
         name = "x" if is_node_feat else "edge_attr"
         tensor = self.get_tensor(group_name=group, attr_name=name)
         return tensor[0].numel() * tensor.element_size()
+
+
+def _slots(hot_nodes: Tensor, num_nodes: int) -> Tensor:
+    # Each node's row among the hot ones, -1 for a cold node.
+    slot = torch.full((num_nodes,), -1, dtype=torch.long)
+    slot[hot_nodes] = torch.arange(hot_nodes.numel())
+    return slot
 
 
 def load_partition(

@@ -17,7 +17,7 @@ from typing import Any
 from torch_geometric.distributed import DistLinkNeighborLoader, DistNeighborLoader
 
 from pyg_orch.distributed.hot_store import HotFeatureStore
-from pyg_orch.distributed.sampler import OrchDistNeighborSampler
+from pyg_orch.distributed.sampler import OrchDistNeighborSampler, SamplingFailed
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.serving import (
@@ -119,6 +119,13 @@ class _HotServing:
         apply_serving(self.cache, kind, snapshot)
         self._hot_version = next_version()
         return self._hot_version
+
+    def channel_get(self, out: Any) -> Any:
+        """The next batch from the sampler, or its error raised here."""
+        out = super().channel_get(out)
+        if isinstance(out, SamplingFailed):
+            raise RuntimeError(f"sampling a batch failed:\n{out.message}")
+        return out
 
     def _with_hot(self, batch: Any) -> Any:
         check_served(self.cache, self.hot_ratio)

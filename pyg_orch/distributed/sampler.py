@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import torch
@@ -53,6 +54,30 @@ def mark_last_hop(num_neighbors: Any) -> Any:
     return fanouts
 
 
+def _part(values: Tensor | None, mask: Tensor) -> Tensor | None:
+    # A per-seed tensor's rows of the masked seeds; PyG passes empty tensors
+    # (or None) where it has no seed times or subgraph ids.
+    if values is None or values.numel() != mask.numel():
+        return values
+    return values[mask]
+
+
+class SamplingFailed:
+    """What the sampler puts into the loader's channel when a batch fails.
+
+    PyG's event loop only logs an exception of an asynchronous sampling task,
+    and the loader would wait for the batch forever; this carries the
+    traceback to the loader, which raises it.
+
+    Example:
+        >>> SamplingFailed("Traceback ...").message
+        'Traceback ...'
+    """
+
+    def __init__(self, message: str):
+        self.message = message
+
+
 class OrchDistNeighborSampler(DistNeighborSampler):
     """:class:`~torch_geometric.distributed.DistNeighborSampler` for pyg_orch.
 
@@ -74,6 +99,15 @@ class OrchDistNeighborSampler(DistNeighborSampler):
                     "hot vertices of a partitioned graph are not served in "
                     "temporal sampling yet: partition the graph with hot_ratio=0"
                 )
+
+    async def _sample_from(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super()._sample_from(*args, **kwargs)
+        except Exception:
+            if self.channel is None:
+                raise  # the synchronous loader gets it from run_task
+            self.channel.put(SamplingFailed(traceback.format_exc()))
+            return None
 
     def _hot_mask(self, edge_type: Any) -> Tensor | None:
         if self.hot_store is None:
@@ -100,12 +134,9 @@ class OrchDistNeighborSampler(DistNeighborSampler):
         per_node = torch.zeros(srcs.numel(), dtype=torch.long)
         if bool(cold.any()):
             out = await self._count_and_sample(
-                srcs[cold],
-                one_hop_num,
-                None if seed_time is None else seed_time[cold],
-                None if src_batch is None else src_batch[cold],
-                edge_type,
-            )
+                srcs[cold], one_hop_num, _part(seed_time, cold),
+                _part(src_batch, cold), edge_type,
+            )  # fmt: skip
             per_node[cold] = torch.as_tensor(out.metadata[0], dtype=torch.long)
         else:
             empty = torch.empty(0, dtype=torch.long)

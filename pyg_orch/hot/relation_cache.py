@@ -99,6 +99,49 @@ class RelationCache:
             "static", False, None, None,
         )  # fmt: skip
 
+    @classmethod
+    def from_values(
+        cls,
+        num_nodes: dict[str, int],
+        hot_nodes: dict[str, Tensor],
+        values: dict[EdgeType, dict[str, Tensor]],
+    ) -> RelationCache:
+        """A static cache of values computed elsewhere, without the graph.
+
+        A partition of a heterogeneous graph holds only its part of the
+        edges, so its hot values were computed on the whole graph when it was
+        partitioned (see :meth:`HotCache.from_values`).
+
+        Args:
+            num_nodes: number of nodes of each type of the whole graph.
+            hot_nodes: ids of the hot nodes by type, within their type.
+            values: by relation, its aggregates by kind, in the order of its
+                destination type's ``hot_nodes``.
+
+        Example:
+            >>> cache = RelationCache.from_values(
+            ...     {"a": 2, "b": 3}, {"b": torch.tensor([1])},
+            ...     {("a", "to", "b"): {"mean": torch.tensor([[2.0]])}})
+            >>> cache.serve({("a", "to", "b"): "mean"})
+            >>> cache.caches[("a", "to", "b")].values().tolist(), cache.num_hot
+            ([[2.0]], 1)
+        """
+        node_types = list(num_nodes)
+        counts = torch.tensor([num_nodes[t] for t in node_types])
+        offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        empty = torch.empty(0, dtype=torch.long)
+        hot = torch.cat([
+            hot_nodes.get(t, empty) + offsets[k] for k, t in enumerate(node_types)
+        ])  # fmt: skip
+        cache = cls(node_types, offsets, {}, {}, hot)
+        for edge_type, by_kind in values.items():
+            dst = edge_type[2]
+            cache.caches[edge_type] = HotCache.from_values(
+                hot_nodes[dst], num_nodes[dst], by_kind
+            )
+        cache.slots = {dst: c.slot for (_, _, dst), c in cache.caches.items()}
+        return cache
+
     @property
     def num_hot(self) -> int:
         """Number of hot nodes, of all types."""

@@ -99,6 +99,19 @@ def _loader(stores, seeds, fanouts, context, **kwargs) -> pd.OrchDistNeighborLoa
     )  # fmt: skip
 
 
+def accuracy(model: OrchModel, loader: pd.OrchDistNeighborLoader) -> float:
+    """Accuracy over every rank's nodes of ``loader`` (a collective call)."""
+    counts = torch.zeros(2)
+    model.eval()
+    with torch.no_grad():
+        for batch in loader:
+            predicted = model(batch).argmax(dim=-1)
+            right = (predicted == batch.y[: batch.batch_size]).sum()
+            counts += torch.tensor([float(right), batch.batch_size])
+    dist.all_reduce(counts)
+    return float(counts[0] / counts[1])
+
+
 def train_rank(
     rank: int, world_size: int, args: argparse.Namespace, root: Path
 ) -> dict:
@@ -114,18 +127,22 @@ def train_rank(
     # Every rank the same number of seeds, so the same number of DDP steps.
     seeds = pd.split_seeds(splits["train_mask"], owner, rank, world_size)
     loader = _loader(
-        stores,
-        seeds,
-        list(args.num_neighbors),
-        context,
-        batch_size=args.batch_size,
-        shuffle=True,
-    )
-    # Every test node once (the ones this rank's part owns), with its whole
-    # neighbourhood, as one process's layer-wise inference sees it.
-    test = splits["test_mask"][owner[splits["test_mask"]] == rank]
+        stores, seeds, list(args.num_neighbors), context,
+        batch_size=args.batch_size, shuffle=True,
+    )  # fmt: skip
+    # Every validation and test node once (the ones this rank's part owns),
+    # with its whole neighbourhood, as one process's layer-wise inference.
     full = [-1] * len(args.num_neighbors)
-    test_loader = _loader(stores, test, full, context, batch_size=512)
+    evaluated = {
+        name: _loader(
+            stores,
+            splits[name][owner[splits[name]] == rank],
+            full,
+            context,
+            batch_size=512,
+        )  # fmt: skip
+        for name in ("val_mask", "test_mask")
+    }
     torch.manual_seed(args.seed)
     num_classes = int(stores[0].labels.max()) + 1
     num_features = stores[0].get_tensor(group_name=None, attr_name="x").size(1)
@@ -135,9 +152,11 @@ def train_rank(
         dropout=args.dropout,
     )  # fmt: skip
     model = DistributedDataParallel(OrchModel(module, loader))
-    if test_loader.cache is not None:
-        test_loader.serve(cache_kind(module.convs[0]))
+    for eval_loader in evaluated.values():
+        if eval_loader.cache is not None:
+            eval_loader.serve(cache_kind(module.convs[0]))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    best_val, test_at_best = -1.0, 0.0
     for epoch in range(args.epochs):
         start, total, steps = time.perf_counter(), 0.0, 0
         model.train()
@@ -147,28 +166,21 @@ def train_rank(
             loss.backward()
             optimizer.step()
             total, steps = total + loss.item(), steps + 1
+        seconds = time.perf_counter() - start
+        val = accuracy(model.module, evaluated["val_mask"])
+        if val > best_val:  # the test accuracy of the best validation epoch
+            best_val = val
+            test_at_best = accuracy(model.module, evaluated["test_mask"])
         print(
             f"rank {rank}/{world_size} epoch {epoch + 1}: {steps} steps, "
-            f"loss {total / max(steps, 1):.4f}, {time.perf_counter() - start:.2f} s",
+            f"loss {total / max(steps, 1):.4f}, {seconds:.2f} s, val {val:.4f}",
             flush=True,
         )
-    correct = torch.zeros(2)
-    model.eval()
-    with torch.no_grad():
-        for batch in test_loader:
-            predicted = model.module(batch).argmax(dim=-1)
-            right = (predicted == batch.y[: batch.batch_size]).sum()
-            correct += torch.tensor([float(right), batch.batch_size])
-    dist.all_reduce(correct)
     checksum = float(sum(p.double().sum() for p in module.parameters()))
     traffic = loader.traffic.per_batch()
     dist.barrier()
     dist.destroy_process_group()
-    return {
-        "accuracy": float(correct[0] / correct[1]),
-        "checksum": checksum,
-        "traffic": traffic,
-    }
+    return {"accuracy": test_at_best, "checksum": checksum, "traffic": traffic}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

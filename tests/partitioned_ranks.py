@@ -8,6 +8,7 @@ whole graph, plain PyG models) are computed in the parent, not here.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import torch
@@ -16,7 +17,7 @@ from torch_geometric.nn import GraphSAGE, to_hetero
 
 import pyg_orch.distributed  # noqa: F401 - makes PyG's engine run here
 from pyg_orch import OrchModel
-from pyg_orch.distributed.hot_store import HotFeatureStore
+from pyg_orch.distributed.hot_store import HotFeatureStore, load_partition
 from pyg_orch.distributed.loaders import (
     OrchDistLinkNeighborLoader,
     OrchDistNeighborLoader,
@@ -121,3 +122,32 @@ def link_batches(rank: int, world_size: int, root: Path, fanouts: list[int]) -> 
                                      "edge_label", "x")}
         for batch in loader
     ]  # fmt: skip
+
+
+def killed_after_one_batch(rank: int, world_size: int, root: Path) -> int:
+    """Rank 1 dies (SIGKILL) after its first batch; rank 0 goes on sampling."""
+    data = stores(root, rank)
+    loader = OrchDistNeighborLoader(
+        data, [-1, -1], current_ctx=context(rank, world_size), master_port=rpc_port(),
+        input_nodes=data[0].get_global_id(None), batch_size=8, hot_ratio=0,
+    )  # fmt: skip
+    batches = 0
+    for _ in loader:
+        batches += 1
+        if rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return batches
+
+
+def load_in_group(rank: int, world_size: int, roots: list[Path]) -> None:
+    """Joins a process group, then loads this rank's part of ``roots[rank]``."""
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world_size)
+    try:
+        load_partition(roots[rank], rank, world_size)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def load_only(rank: int, world_size: int, root: Path) -> None:
+    """Loads this rank's part, as every job does first."""
+    load_partition(root, rank, world_size)

@@ -8,6 +8,12 @@ graph's own rows.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
 import partitioned_ranks as ranks
 import pytest
 import torch
@@ -15,7 +21,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GraphSAGE, to_hetero
 
 from pyg_orch.datasets import load_cora
-from pyg_orch.distributed import partition_graph, spawn_ranks
+from pyg_orch.distributed import load_partition, partition_graph, spawn_ranks
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +135,71 @@ def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path, hot_ratio):
         assert (result["hot"] > 0) == (hot_ratio > 0)
     papers = torch.arange(data["paper"].num_nodes)
     assert torch.equal(torch.cat(seen).sort().values, papers)
+
+
+# --------------------------------------------------------------------------
+# Failures: a clear error naming the rank, in bounded time, nothing left
+# --------------------------------------------------------------------------
+
+
+def _ranks_alive() -> list[int]:
+    """Spawned processes (ranks, not multiprocessing's resource tracker) of this one."""
+    mine, ranks_alive = os.getpid(), []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (proc / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if parent == mine and b"spawn_main" in command:
+            ranks_alive.append(int(proc.name))
+    return ranks_alive
+
+
+def test_a_killed_rank_stops_the_job_with_its_name(graph, tmp_path):
+    root = _partition(graph, tmp_path, 2, 0.0)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"rank 1 of 2 was killed by signal 9"):
+        spawn_ranks(ranks.killed_after_one_batch, 2, (root,), timeout=45)
+    assert time.monotonic() - start < 45
+    assert _ranks_alive() == []
+
+
+def test_a_wrong_world_size_is_refused_by_every_rank(graph, tmp_path):
+    root = _partition(graph, tmp_path, 2, 0.0)
+    message = r"has 2 parts, but the job has world_size=3.*partition the graph again"
+    with pytest.raises(RuntimeError, match=r"rank \d of 3 failed") as error:
+        spawn_ranks(ranks.load_only, 3, (root,), timeout=45)
+    assert re.search(message, str(error.value), re.DOTALL)
+
+
+def test_a_partition_of_another_graph_is_refused(graph, tmp_path):
+    other = graph.clone()
+    other.edge_index = other.edge_index[:, : other.num_edges // 2]
+    other.edge_attr = other.edge_attr[: other.num_edges]
+    first, second = _partition(graph, tmp_path, 2, 0.0), tmp_path / "other"
+    partition_graph(other, 2, second, balance=None)
+    # Each machine has a folder of its own: one of them holds another graph's.
+    with pytest.raises(RuntimeError, match=r"ranks \[\d\] loaded another partitioning"):
+        spawn_ranks(ranks.load_in_group, 2, ([first, second],), timeout=45)
+    # A part copied over from another partitioning.
+    shutil.rmtree(first / "part_1")
+    shutil.copytree(second / "part_1", first / "part_1")
+    with pytest.raises(ValueError, match="part_1 comes from another partitioning"):
+        load_partition(first, 1, 2)
+
+
+def test_missing_files_and_foreign_hot_vertices_are_named(graph, tmp_path):
+    root = _partition(graph, tmp_path, 2, 0.2)
+    small = Data(
+        x=torch.ones(4, graph.num_features), edge_index=torch.tensor([[0, 1], [1, 2]])
+    )
+    partition_graph(small, 2, tmp_path / "small", balance=None, hot_ratio=0.5)
+    shutil.copy(tmp_path / "small" / "hot.pt", root / "hot.pt")
+    with pytest.raises(ValueError, match="written for a graph of 4 nodes"):
+        load_partition(root, 0, 2)
+    (root / "part_1" / "graph.pt").unlink()
+    with pytest.raises(
+        FileNotFoundError, match=r"rank 1: .*part_1/graph.pt is missing"
+    ):
+        load_partition(root, 1, 2)

@@ -21,6 +21,8 @@ import torch.multiprocessing as mp
 
 # How often the parent looks at its ranks, in seconds.
 _POLL = 0.05
+# How long a failure waits for a rank's death to show, in seconds.
+_GRACE = 1.0
 
 
 def free_port() -> int:
@@ -125,16 +127,18 @@ def _port_is_free(port: int) -> bool:
 
 def _collect(processes: list[Any], results: Any, timeout: float) -> list[Any]:
     values: dict[int, Any] = {}
+    failures: dict[int, str] = {}
     deadline = time.monotonic() + timeout
     while len(values) < len(processes):
-        while not results.empty():
-            rank, succeeded, value = results.get()
-            if not succeeded:
-                raise RuntimeError(f"rank {rank} of {len(processes)} failed:\n{value}")
-            values[rank] = pickle.loads(value)
-        for rank, process in enumerate(processes):
-            if rank not in values and process.exitcode is not None and results.empty():
-                raise RuntimeError(_death(rank, len(processes), process.exitcode))
+        _receive(results, values, failures)
+        deaths = _deaths(processes, values, failures, results)
+        if failures or deaths:
+            # A rank that dies takes its peers' requests down with it: give
+            # the death a moment to show, so the error names it first.
+            time.sleep(_GRACE)
+            _receive(results, values, failures)
+            deaths = _deaths(processes, values, failures, results)
+            raise RuntimeError(_report(len(processes), deaths, failures))
         if time.monotonic() > deadline:
             waiting = [rank for rank in range(len(processes)) if rank not in values]
             raise TimeoutError(
@@ -147,17 +151,44 @@ def _collect(processes: list[Any], results: Any, timeout: float) -> list[Any]:
     return [values[rank] for rank in range(len(processes))]
 
 
-def _death(rank: int, world_size: int, exitcode: int) -> str:
-    how = (
-        f"was killed by signal {-exitcode}"
-        if exitcode < 0
-        else f"exited with code {exitcode}"
+def _receive(results: Any, values: dict[int, Any], failures: dict[int, str]) -> None:
+    while not results.empty():
+        rank, succeeded, value = results.get()
+        if succeeded:
+            values[rank] = pickle.loads(value)
+        else:
+            failures[rank] = value
+
+
+def _deaths(
+    processes: list[Any], values: dict, failures: dict, results: Any
+) -> dict[int, int]:
+    # Ranks gone without a word: their exit codes.
+    return {
+        rank: process.exitcode
+        for rank, process in enumerate(processes)
+        if rank not in values and rank not in failures
+        and process.exitcode is not None and results.empty()
+    }  # fmt: skip
+
+
+def _report(world_size: int, deaths: dict[int, int], failures: dict[int, str]) -> str:
+    lines = []
+    for rank, exitcode in sorted(deaths.items()):
+        how = (
+            f"was killed by signal {-exitcode}"
+            if exitcode < 0
+            else f"exited with code {exitcode}"
+        )
+        lines.append(f"rank {rank} of {world_size} {how} before it finished")
+    for rank, message in sorted(failures.items()):
+        after = " after that" if deaths else ""
+        lines.append(f"rank {rank} of {world_size} failed{after}:\n{message}")
+    lines.append(
+        "The other ranks were stopped. Run the job again once the cause is "
+        "fixed (a partitioned job cannot go on without every partition)."
     )
-    return (
-        f"rank {rank} of {world_size} {how} before it finished; the other ranks "
-        f"were stopped. Run the job again (a partitioned job cannot go on "
-        f"without every partition)"
-    )
+    return "\n".join(lines)
 
 
 def _stop(processes: list[Any]) -> None:

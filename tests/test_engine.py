@@ -1,4 +1,4 @@
-"""pyg_orch.distributed.engine: pyg-lib's distributed ops without pyg-lib.
+"""pyg_orch.distributed.engine and pyg_lib_ops: PyG's engine without pyg-lib.
 
 The expected values of the deterministic cases are those of pyg-lib's C++
 tests (test/csrc/sampler/test_dist_neighbor.cpp, test_dist_relabel.cpp,
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import pyg_orch.distributed  # noqa: F401  (installs the engine)
-from pyg_orch.distributed import engine
+from pyg_orch.distributed import engine, pyg_lib_ops
 
 pyg = torch.ops.pyg
 REL = "paper__to__paper"
@@ -168,10 +168,12 @@ def test_merge_sampler_outputs(case):
 def test_install_is_idempotent():
     engine.install()
     engine.install()
-    assert engine.register_ops() == []
+    assert pyg_lib_ops.register_ops() == []
     assert engine.fix_stack_level() == []
     assert engine.fix_partition_load() is False
-    assert all(engine.op_defined(name) for name in engine.SCHEMAS)
+    assert engine.fix_negative_sampling() is False
+    assert engine.fix_hetero_columns() is False
+    assert all(pyg_lib_ops.op_defined(name) for name in pyg_lib_ops.SCHEMAS)
 
 
 def test_install_keeps_an_op_already_defined():
@@ -184,12 +186,12 @@ def test_install_keeps_an_op_already_defined():
                    "-> (Tensor, Tensor)")
         lib.impl("relabel_neighborhood", lambda *a: (a[0], a[0]), "CPU")
         import pyg_orch.distributed
-        from pyg_orch.distributed import engine
-        assert engine.register_ops() == []
+        from pyg_orch.distributed import pyg_lib_ops
+        assert pyg_lib_ops.register_ops() == []
         out = torch.ops.pyg.relabel_neighborhood(torch.tensor([7]), torch.tensor([1]),
                                                  [1], 2)
         assert out[0].tolist() == [7], out
-        assert engine.op_defined("dist_neighbor_sample")
+        assert pyg_lib_ops.op_defined("dist_neighbor_sample")
         print("kept")
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True,
@@ -278,3 +280,24 @@ def test_dist_neighbor_sampler_one_partition_takes_whole_neighbourhoods():
     csc = edge_index[:, order]
     assert torch.equal(csc[:, out.edge], torch.stack([out.node[out.row],
                                                       out.node[out.col]]))  # fmt: skip
+
+
+def test_pyg_still_has_the_bugs_the_engine_works_around():
+    # When one of these fails, PyG fixed that bug: delete the engine's fix
+    # (and this line) rather than keep patching fixed code.
+    import torch_geometric.distributed.dist_neighbor_sampler as dist_sampler
+
+    assert engine.negative_endpoint_bug(), (
+        "PyG passes endpoint: drop fix_negative_sampling"
+    )
+    assert engine.defaultdict_load_bug(), (
+        "torch loads defaultdicts: drop fix_partition_load"
+    )
+    assert "init_sampler_instance" in inspect.getsource(
+        dist_sampler.DistNeighborSampler
+    )
+    # PyG's heterogeneous CSC "hotfix" in GraphStore._edge_to_layout:
+    from torch_geometric.data import graph_store
+
+    hotfix = "num_cols = int(col.max()) + 1"
+    assert hotfix in inspect.getsource(graph_store), "drop fix_hetero_columns"

@@ -6,11 +6,13 @@
   :mod:`~pyg_orch.distributed.metis`): a graph split across machines with
   METIS, in PyG's partition format, its hot vertices replicated.
 * :mod:`~pyg_orch.distributed.engine`: PyG's ``torch_geometric.distributed``
-  without pyg-lib; importing this package calls its :func:`install`.
+  without pyg-lib (:mod:`~pyg_orch.distributed.pyg_lib_ops`), its bugs worked
+  around, and pyg_orch's sampler on it; importing this package calls
+  :func:`install`.
 * :mod:`~pyg_orch.distributed.loaders`: PyG's distributed loaders with the hot
   vertices served on every machine
-  (:mod:`~pyg_orch.distributed.hot_store`,
-  :mod:`~pyg_orch.distributed.sampler`); :mod:`~pyg_orch.distributed.launch`
+  (:mod:`~pyg_orch.distributed.hot_store`);
+  :mod:`~pyg_orch.distributed.launch`
   runs one process per partition.
 
 Example:
@@ -20,7 +22,7 @@ Example:
     3
 """
 
-from pyg_orch.distributed.engine import install
+from pyg_orch.distributed.engine import OrchDistNeighborSampler, install
 from pyg_orch.distributed.hot_store import HotFeatureStore, load_partition
 from pyg_orch.distributed.launch import spawn_ranks
 from pyg_orch.distributed.loaders import (
@@ -43,7 +45,6 @@ from pyg_orch.distributed.replicated import (
     share_tensors,
     wrap_model,
 )
-from pyg_orch.distributed.sampler import OrchDistNeighborSampler
 
 __all__ = [
     "DistributedContext",

@@ -1,20 +1,25 @@
-"""PyG's distributed engine without pyg-lib: the one module that patches it.
+"""Every contact of pyg_orch with PyG's distributed internals, in one module.
 
-``torch_geometric.distributed`` samples through four compiled ops of pyg-lib,
-``torch.ops.pyg.dist_neighbor_sample``, ``relabel_neighborhood``,
-``hetero_relabel_neighborhood`` and ``merge_sampler_outputs``.
-:func:`install` registers them with ``torch.library`` under pyg-lib's names
-and schemas, backed by :mod:`pyg_orch.kernels.distributed_sample`, unless
-pyg-lib is installed or the ops are already defined. It also works around
-PyG 2.8.0-2.8.1's ``warn(..., stack_level=2)``, a ``TypeError`` on every
-construction of ``DistNeighborSampler``, ``DistNeighborLoader(dist_sampler=
-...)`` and ``DistLinkNeighborLoader``, and PyG's ``Partitioner`` saving edge
-features as a ``defaultdict``, which ``torch.load(weights_only=True)`` refuses
-since torch 2.6 (:func:`fix_partition_load`). ``import pyg_orch.distributed``
-calls :func:`install`.
+PyG's ``torch_geometric.distributed`` (tested with :data:`TESTED_PYG`) runs
+here without pyg-lib. :func:`install`, called by ``import
+pyg_orch.distributed``:
 
-Edge ids keep PyG's meaning: a sampled edge's id is its position in the CSC
-of the partition that sampled it (the owner's, for an edge sampled over RPC).
+* registers pyg-lib's four ops (:mod:`~pyg_orch.distributed.pyg_lib_ops`);
+* works around PyG's bugs, each only while PyG has it, each in its own
+  function: ``warn(..., stack_level=2)``, a ``TypeError`` on every
+  construction of ``DistNeighborSampler``, ``DistNeighborLoader(dist_sampler=
+  ...)`` and ``DistLinkNeighborLoader`` (:func:`fix_stack_level`); edge
+  features saved as a ``defaultdict``, which ``torch.load(weights_only=True)``
+  refuses since torch 2.6 (:func:`fix_partition_load`); negatives drawn
+  without the ``endpoint`` argument PyG 2.8 added (:func:`fix_negative_sampling`);
+  heterogeneous CSCs without the columns of the last nodes
+  (:func:`fix_hetero_columns`).
+
+:class:`OrchDistNeighborSampler` is PyG's sampler with pyg_orch's changes:
+hot vertices not expanded at the last hop, edge ids of the whole graph, and
+failures raised instead of hanging the loader. PyG's own classes keep their
+meaning of an edge id (its position in the CSC of the partition that sampled
+it), which PyG's own tests assert.
 """
 
 import collections
@@ -24,54 +29,23 @@ import inspect
 import io
 import os
 import pickle
-import threading
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 import torch_geometric
 import torch_geometric.distributed.dist_neighbor_sampler as _dist_sampler
 import torch_geometric.typing
 from torch import Tensor
-from torch_geometric.distributed import Partitioner
+from torch_geometric.distributed import DistNeighborSampler, Partitioner
+from torch_geometric.sampler import SamplerOutput
 
-from pyg_orch.kernels import distributed_sample as kernels
+from pyg_orch.distributed.pyg_lib_ops import register_ops, warm_up
 
 # The PyG versions this module is tested with; on others it warns once.
 TESTED_PYG = ("2.8.0", "2.8.1")
-
-# pyg-lib's schemas (csrc/sampler/neighbor.cpp, dist_relabel.cpp,
-# dist_merge_outputs.cpp), without the "pyg::" prefix.
-SCHEMAS = {
-    "dist_neighbor_sample": (
-        "dist_neighbor_sample(Tensor rowptr, Tensor col, Tensor seed, int "
-        "num_neighbors, Tensor? node_time = None, Tensor? edge_time = None, "
-        "Tensor? seed_time = None, Tensor? edge_weight = None, bool csc = False, "
-        "bool replace = False, bool directed = True, bool disjoint = False, "
-        "str temporal_strategy = 'uniform') -> (Tensor, Tensor, int[])"
-    ),
-    "relabel_neighborhood": (
-        "relabel_neighborhood(Tensor seed, Tensor sampled_nodes_with_duplicates, "
-        "int[] num_sampled_neighbors_per_node, int num_nodes, Tensor? batch = None, "
-        "bool csc = False, bool disjoint = False) -> (Tensor, Tensor)"
-    ),
-    "hetero_relabel_neighborhood": (
-        "hetero_relabel_neighborhood(str[] node_types, (str, str, str)[] "
-        "edge_types, Dict(str, Tensor) seed_dict, Dict(str, Tensor) "
-        "sampled_nodes_with_duplicates_dict, Dict(str, int[][]) "
-        "num_sampled_neighbors_per_node_dict, Dict(str, int) num_nodes_dict, "
-        "Dict(str, Tensor)? batch_dict = None, bool csc = False, bool disjoint = "
-        "False) -> (Dict(str, Tensor), Dict(str, Tensor))"
-    ),
-    "merge_sampler_outputs": (
-        "merge_sampler_outputs(Tensor[] node_ids, Tensor[] edge_ids, "
-        "int[][] cumsum_neighbors_per_node, int[] partition_ids, int[] "
-        "partition_orders, int num_partitions, int num_neighbors, Tensor? "
-        "batch, bool disjoint) -> (Tensor, Tensor, Tensor?, int[])"
-    ),
-}
 
 # The modules of PyG 2.8.0-2.8.1 that call warn(..., stack_level=2).
 STACK_LEVEL_MODULES = (
@@ -80,260 +54,7 @@ STACK_LEVEL_MODULES = (
     "torch_geometric.distributed.dist_link_neighbor_loader",
 )
 
-_lock = threading.Lock()
-_library: torch.library.Library | None = None  # kept alive: it owns the ops
 _version_warned = False
-
-
-def _numpy(tensor: torch.Tensor | None) -> np.ndarray | None:
-    return None if tensor is None else tensor.detach().cpu().numpy()
-
-
-def _random_seed() -> int:
-    # From torch's generator, so that torch.manual_seed makes a run repeat.
-    return int(torch.randint(0, 2**62, (1,)))
-
-
-def dist_neighbor_sample(
-    rowptr: torch.Tensor,
-    col: torch.Tensor,
-    seed: torch.Tensor,
-    num_neighbors: int,
-    node_time: torch.Tensor | None = None,
-    edge_time: torch.Tensor | None = None,
-    seed_time: torch.Tensor | None = None,
-    edge_weight: torch.Tensor | None = None,
-    csc: bool = False,
-    replace: bool = False,
-    directed: bool = True,
-    disjoint: bool = False,
-    temporal_strategy: str = "uniform",
-) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """``torch.ops.pyg.dist_neighbor_sample``: one hop, as pyg-lib samples it.
-
-    ``(rowptr, col)`` is the compressed graph (CSC when PyG calls it); the
-    returned nodes start with the seeds, then each seed's sampled
-    neighbours (``[n, 2]`` rows of ``(seed index, node)`` when
-    ``disjoint``), the edges are positions in ``col``, and
-    ``cumsum[i]:cumsum[i + 1]`` are seed ``i``'s neighbours. ``edge_weight``
-    and undirected sampling are refused.
-
-    Example:
-        >>> node, edge, cumsum = dist_neighbor_sample(
-        ...     torch.tensor([0, 1, 2]), torch.tensor([1, 0]), torch.tensor([0]), -1)
-        >>> node.tolist(), edge.tolist(), cumsum
-        ([0, 1], [0], [1, 2])
-    """
-    if edge_weight is not None:
-        raise NotImplementedError(
-            "pyg_orch's dist_neighbor_sample does not sample by edge_weight "
-            "(PyG's DistNeighborSampler never passes one)"
-        )
-    if not directed:
-        raise NotImplementedError("Undirected subgraphs not yet supported")
-    if temporal_strategy not in ("uniform", "last"):
-        raise ValueError("No valid temporal strategy found")
-    if (node_time is not None or edge_time is not None) and not disjoint:
-        raise ValueError("Temporal sampling needs to create disjoint subgraphs")
-    for name, time in (("node_time", node_time), ("edge_time", edge_time),
-                       ("seed_time", seed_time)):  # fmt: skip
-        if time is not None and time.is_floating_point():
-            raise TypeError(f"'{name}' must hold integers, as pyg-lib's does")
-    num_nodes = rowptr.numel() - 1
-    if seed.numel() and not (0 <= int(seed.min()) and int(seed.max()) < num_nodes):
-        # The kernel does not check its indices: an id past the graph would
-        # read (and write) outside its arrays.
-        raise IndexError(
-            f"dist_neighbor_sample: seed ids must be in [0, {num_nodes}) (the "
-            f"graph's nodes), got ids in [{int(seed.min())}, {int(seed.max())}]"
-        )
-    node, batch, edge, cumsum = kernels.dist_sample_one_hop(
-        _numpy(rowptr), _numpy(col), _numpy(seed), num_neighbors,
-        replace=replace, seed_time=_numpy(seed_time), node_time=_numpy(node_time),
-        edge_time=_numpy(edge_time), last=temporal_strategy == "last",
-        random_seed=_random_seed(),
-    )  # fmt: skip
-    if disjoint:
-        node = np.stack([batch, node], axis=1)
-    dtype = seed.dtype
-    return (
-        torch.from_numpy(node).to(dtype),
-        torch.from_numpy(edge).to(dtype),
-        cumsum.tolist(),
-    )
-
-
-def relabel_neighborhood(
-    seed: torch.Tensor,
-    sampled_nodes_with_duplicates: torch.Tensor,
-    num_sampled_neighbors_per_node: list[int],
-    num_nodes: int,
-    batch: torch.Tensor | None = None,
-    csc: bool = False,
-    disjoint: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.ops.pyg.relabel_neighborhood``: a sampled subgraph's local edges.
-
-    Source ``i`` (seeds, then nodes in the order they were expanded) sampled
-    the next ``num_sampled_neighbors_per_node[i]`` of
-    ``sampled_nodes_with_duplicates``; each gets its subgraph-local index.
-    Returns ``(row, col)`` = ``(i, neighbour)``, swapped when ``csc``.
-
-    Example:
-        >>> relabel_neighborhood(torch.tensor([2, 3]), torch.tensor([1, 3, 2, 4]),
-        ...                      [2, 2], 6)
-        (tensor([0, 0, 1, 1]), tensor([2, 1, 0, 3]))
-    """
-    if disjoint:
-        if batch is None:
-            raise ValueError("Batch needs to be specified to create disjoint subgraphs")
-        if batch.numel() != sampled_nodes_with_duplicates.numel():
-            raise ValueError("Each node must belong to a subgraph")
-    rows, cols = kernels.relabel(
-        [_numpy(seed)], [_numpy(sampled_nodes_with_duplicates)],
-        [[np.asarray(num_sampled_neighbors_per_node, dtype=np.int64)]],
-        np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
-        [_numpy(batch)] if disjoint else None,
-    )  # fmt: skip
-    return _edges(rows[0], cols[0], csc, seed.dtype)
-
-
-def hetero_relabel_neighborhood(
-    node_types: list[str],
-    edge_types: list[tuple[str, str, str]],
-    seed_dict: dict[str, torch.Tensor],
-    sampled_nodes_with_duplicates_dict: dict[str, torch.Tensor],
-    num_sampled_neighbors_per_node_dict: dict[str, list[list[int]]],
-    num_nodes_dict: dict[str, int],
-    batch_dict: dict[str, torch.Tensor] | None = None,
-    csc: bool = False,
-    disjoint: bool = False,
-) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """``torch.ops.pyg.hetero_relabel_neighborhood``, per edge type ``"a__r__b"``.
-
-    As :func:`relabel_neighborhood`, layer by layer and edge type by edge
-    type; ``num_sampled_neighbors_per_node_dict`` holds, per edge type, the
-    counts of each layer. With ``csc``, an edge type ``(a, r, b)`` expands
-    ``b`` nodes into ``a`` neighbours.
-
-    Example:
-        >>> rows, cols = hetero_relabel_neighborhood(
-        ...     ["p"], [("p", "to", "p")], {"p": torch.tensor([2, 3])},
-        ...     {"p": torch.tensor([1, 3, 2, 4])}, {"p__to__p": [[2, 2]]}, {"p": 6})
-        >>> rows["p__to__p"].tolist(), cols["p__to__p"].tolist()
-        ([0, 0, 1, 1], [2, 1, 0, 3])
-    """
-    if disjoint and batch_dict is None:
-        raise ValueError("Batch needs to be specified to create disjoint subgraphs")
-    del num_nodes_dict  # pyg-lib sizes its maps by it
-    # pyg-lib numbers disjoint subgraphs' seeds in the order of seed_dict.
-    order = list(seed_dict) + [t for t in node_types if t not in seed_dict]
-    neighbour = [t[0] if csc else t[2] for t in edge_types]
-    source = [t[2] if csc else t[0] for t in edge_types]
-    rel = ["__".join(t) for t in edge_types]
-    empty = torch.empty(0, dtype=torch.int64)
-    rows, cols = kernels.relabel(
-        [_numpy(seed_dict.get(t, empty)) for t in order],
-        [_numpy(sampled_nodes_with_duplicates_dict[t]) for t in order],
-        [num_sampled_neighbors_per_node_dict[r] for r in rel],
-        np.array([order.index(t) for t in neighbour], dtype=np.int64),
-        np.array([order.index(t) for t in source], dtype=np.int64),
-        [_numpy(batch_dict[t]) for t in order] if disjoint else None,
-    )
-    dtype = next(iter(seed_dict.values())).dtype
-    out_row, out_col = {}, {}
-    for r, row, col in zip(rel, rows, cols, strict=True):
-        out_row[r], out_col[r] = _edges(row, col, csc, dtype)
-    return out_row, out_col
-
-
-def merge_sampler_outputs(
-    node_ids: list[torch.Tensor],
-    edge_ids: list[torch.Tensor],
-    cumsum_neighbors_per_node: list[list[int]],
-    partition_ids: list[int],
-    partition_orders: list[int],
-    num_partitions: int,
-    num_neighbors: int,
-    batch: torch.Tensor | None = None,
-    disjoint: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, list[int]]:
-    """``torch.ops.pyg.merge_sampler_outputs``: partitions' hops in seed order.
-
-    Example:
-        >>> node, edge, _, counts = merge_sampler_outputs(
-        ...     [torch.tensor([0, 5]), torch.tensor([1, 6])],
-        ...     [torch.tensor([3]), torch.tensor([4])], [[1, 2], [1, 2]],
-        ...     [1, 0], [0, 0], 2, -1, None, False)
-        >>> node.tolist(), edge.tolist(), counts
-        ([6, 5], [4, 3], [1, 1])
-    """
-    del num_partitions, num_neighbors  # the slot sizes of pyg-lib's buffers
-    node, edge, out_batch, counts = kernels.merge_outputs(
-        [_numpy(n) for n in node_ids], [_numpy(e) for e in edge_ids],
-        cumsum_neighbors_per_node, np.asarray(partition_ids, dtype=np.int64),
-        np.asarray(partition_orders, dtype=np.int64),
-        _numpy(batch) if disjoint else None,
-    )  # fmt: skip
-    dtype = node_ids[0].dtype
-    return (
-        torch.from_numpy(node).to(dtype),
-        torch.from_numpy(edge).to(dtype),
-        None if out_batch is None else torch.from_numpy(out_batch).to(dtype),
-        counts.tolist(),
-    )
-
-
-def _edges(row: np.ndarray, col: np.ndarray, csc: bool, dtype: torch.dtype):
-    row_t, col_t = torch.from_numpy(row).to(dtype), torch.from_numpy(col).to(dtype)
-    return (col_t, row_t) if csc else (row_t, col_t)
-
-
-OPS: dict[str, Callable[..., Any]] = {
-    "dist_neighbor_sample": dist_neighbor_sample,
-    "relabel_neighborhood": relabel_neighborhood,
-    "hetero_relabel_neighborhood": hetero_relabel_neighborhood,
-    "merge_sampler_outputs": merge_sampler_outputs,
-}
-
-
-def op_defined(name: str) -> bool:
-    """Whether ``torch.ops.pyg.<name>`` exists (pyg-lib's or ours).
-
-    Example:
-        >>> op_defined("no_such_op")
-        False
-    """
-    try:
-        getattr(torch.ops.pyg, name)
-    except (AttributeError, RuntimeError):
-        return False
-    return True
-
-
-def register_ops() -> list[str]:
-    """Defines the four ops that are not defined yet, unless pyg-lib is there.
-
-    Returns:
-        The names defined by this call (none on a second call).
-
-    Example:
-        >>> register_ops()  # import pyg_orch.distributed registered them
-        []
-    """
-    global _library
-    if torch_geometric.typing.WITH_PYG_LIB:
-        return []
-    with _lock:
-        missing = [name for name in OPS if not op_defined(name)]
-        if missing and _library is None:
-            _library = torch.library.Library("pyg", "FRAGMENT")
-        for name in missing:
-            _library.define(SCHEMAS[name])
-            # CompositeExplicitAutograd: also the ops without a tensor among
-            # their arguments' top level (lists and dicts of tensors) dispatch.
-            _library.impl(name, OPS[name], "CompositeExplicitAutograd")
-        return missing
 
 
 def stack_level_bug(module: Any) -> bool:
@@ -583,34 +304,15 @@ def check_pyg_version() -> bool:
     return tested
 
 
-def warm_up() -> None:
-    """Compiles the kernels (or loads them from Numba's cache) on a tiny graph.
-
-    PyG waits 10 s for every worker after it starts; a kernel compiled on
-    the first batch would be late for it.
-
-    Example:
-        >>> warm_up()
-    """
-    colptr, row = np.array([0, 1, 2]), np.array([1, 0])
-    seed = np.array([0, 1])
-    kernels.dist_sample_one_hop(colptr, row, seed, 1)
-    kernels.dist_sample_one_hop(colptr, row, seed, 1, node_time=np.arange(2))
-    kernels.relabel([seed], [row], [[np.ones(2, dtype=np.int64)]],
-                    np.zeros(1, np.int64), np.zeros(1, np.int64))  # fmt: skip
-    kernels.merge_outputs([seed], [row], [np.array([0, 1, 2])],
-                          np.zeros(2, np.int64), np.arange(2))  # fmt: skip
-
-
 def install() -> None:
     """Makes ``torch_geometric.distributed`` work without pyg-lib; idempotent.
 
     Warns once on an untested PyG version, registers the missing ops (not
-    when pyg-lib is installed), fixes ``stack_level`` where PyG misspells it
-    and the partitioned edge features torch cannot load, and warms the
-    kernels up.
+    when pyg-lib is installed) and warms their kernels up, and applies each
+    fix of this module whose bug PyG still has.
 
     Example:
+        >>> from pyg_orch.distributed.pyg_lib_ops import op_defined
         >>> install()
         >>> op_defined("dist_neighbor_sample")
         True
@@ -622,3 +324,196 @@ def install() -> None:
     fix_negative_sampling()
     fix_hetero_columns()
     warm_up()
+
+
+def use_type_ids(store: Any, path: str) -> None:
+    """Makes a heterogeneous ``LocalFeatureStore`` find rows by their type's ids.
+
+    PyG's heterogeneous partitions know a node by its id within its type
+    (``node_map``, the sampler), but ``LocalFeatureStore.from_partition``
+    registers each row under its id in the homogeneous numbering
+    (``node_feats.pt``'s ``"global_id"``): every node type but the first
+    read wrong rows. The rows are registered under ``"id"`` here.
+
+    Args:
+        store: the feature store of a heterogeneous partition.
+        path: its ``part_i/node_feats.pt``.
+    """
+    for node_type, feats in torch.load(path, weights_only=True).items():
+        store.put_global_id(feats["id"], group_name=node_type)
+
+
+class LastHopFanout(int):
+    """The fan-out of the last hop, marked as such.
+
+    PyG's ``node_sample`` loops over the hops and passes each hop's fan-out to
+    ``sample_one_hop``, but not the hop's index; the mark tells the last hop
+    apart, whose hot vertices are not expanded.
+
+    Example:
+        >>> fanout = LastHopFanout(5)
+        >>> fanout + 1, isinstance(fanout, LastHopFanout)
+        (6, True)
+    """
+
+
+def mark_last_hop(num_neighbors: Any) -> Any:
+    """``num_neighbors`` (a list, or a dict of lists) with the last fan-outs marked.
+
+    Example:
+        >>> [type(f).__name__ for f in mark_last_hop([10, 5])]
+        ['int', 'LastHopFanout']
+    """
+    if isinstance(num_neighbors, dict):
+        return {key: mark_last_hop(value) for key, value in num_neighbors.items()}
+    fanouts = [int(fanout) for fanout in num_neighbors]
+    if fanouts:
+        fanouts[-1] = LastHopFanout(fanouts[-1])
+    return fanouts
+
+
+def _part(values: Tensor | None, mask: Tensor) -> Tensor | None:
+    # A per-seed tensor's rows of the masked seeds; PyG passes empty tensors
+    # (or None) where it has no seed times or subgraph ids.
+    if values is None or values.numel() != mask.numel():
+        return values
+    return values[mask]
+
+
+class SamplingFailed:
+    """What the sampler puts into the loader's channel when a batch fails.
+
+    PyG's event loop only logs an exception of an asynchronous sampling task,
+    and the loader would wait for the batch forever; this carries the
+    traceback to the loader, which raises it.
+
+    Example:
+        >>> SamplingFailed("Traceback ...").message
+        'Traceback ...'
+    """
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+class OrchDistNeighborSampler(DistNeighborSampler):
+    """:class:`~torch_geometric.distributed.DistNeighborSampler` for pyg_orch.
+
+    Takes PyG's arguments. Hot vertices come from the feature store when it is
+    a :class:`~pyg_orch.distributed.hot_store.HotFeatureStore` that holds them.
+
+    Example:
+        >>> OrchDistNeighborSampler.__name__  # what PyG's loaders look for
+        'DistNeighborSampler'
+    """
+
+    def __init__(self, current_ctx: Any, data: Any, num_neighbors: Any, **kwargs: Any):
+        super().__init__(current_ctx, data, mark_last_hop(num_neighbors), **kwargs)
+        # A HotFeatureStore (of pyg_orch.distributed.hot_store) brings the
+        # hot vertices and counts the remote traffic; PyG's own store, none.
+        store = self.feature_store
+        self.hot_store = store if hasattr(store, "hot_mask") else None
+        if self.hot_store is not None and self.hot_store.hot_cache is not None:
+            if self.temporal:
+                raise NotImplementedError(
+                    "hot vertices of a partitioned graph are not served in "
+                    "temporal sampling yet: partition the graph with hot_ratio=0"
+                )
+
+    async def _sample_from(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super()._sample_from(*args, **kwargs)
+        except Exception:
+            if self.channel is None:
+                raise  # the synchronous loader gets it from run_task
+            self.channel.put(SamplingFailed(traceback.format_exc()))
+            return None
+
+    def _hot_mask(self, edge_type: Any) -> Tensor | None:
+        if self.hot_store is None:
+            return None
+        return self.hot_store.hot_mask(None if edge_type is None else edge_type[2])
+
+    async def sample_one_hop(
+        self,
+        srcs: Tensor,
+        one_hop_num: int,
+        seed_time: Tensor | None = None,
+        src_batch: Tensor | None = None,
+        edge_type: Any = None,
+    ) -> SamplerOutput:
+        """PyG's one hop; at the last hop, hot vertices get no neighbours."""
+        last = isinstance(one_hop_num, LastHopFanout)
+        one_hop_num = int(one_hop_num)
+        hot_mask = self._hot_mask(edge_type) if last else None
+        cold = None if hot_mask is None else ~hot_mask[srcs]
+        if cold is None or bool(cold.all()):
+            return await self._count_and_sample(
+                srcs, one_hop_num, seed_time, src_batch, edge_type
+            )
+        per_node = torch.zeros(srcs.numel(), dtype=torch.long)
+        if bool(cold.any()):
+            out = await self._count_and_sample(
+                srcs[cold], one_hop_num, _part(seed_time, cold),
+                _part(src_batch, cold), edge_type,
+            )  # fmt: skip
+            per_node[cold] = torch.as_tensor(out.metadata[0], dtype=torch.long)
+        else:
+            empty = torch.empty(0, dtype=torch.long)
+            batch = empty if self.disjoint else None
+            out = SamplerOutput(node=empty, row=None, col=None, edge=empty, batch=batch)
+        out.metadata = (per_node.tolist(),)
+        return out
+
+    async def _count_and_sample(
+        self,
+        srcs: Tensor,
+        one_hop_num: int,
+        seed_time: Tensor | None,
+        src_batch: Tensor | None,
+        edge_type: Any,
+    ) -> SamplerOutput:
+        if self.hot_store is not None:
+            node_type = None if edge_type is None else edge_type[2]
+            owners = self.graph_store.get_partition_ids_from_nids(
+                srcs, node_type
+            ).unique()
+            remote = int((owners != self.graph_store.partition_idx).sum())
+            self.hot_store.traffic.add(sampling_rpcs=remote)
+        return await super().sample_one_hop(
+            srcs, one_hop_num, seed_time, src_batch, edge_type
+        )
+
+    def _sample_one_hop(
+        self,
+        input_nodes: Tensor,
+        num_neighbors: int,
+        seed_time: Tensor | None = None,
+        edge_type: Any = None,
+    ) -> SamplerOutput:
+        # Runs on the partition that owns input_nodes, for itself or over RPC:
+        # its CSC positions become ids of the whole graph here.
+        out = super()._sample_one_hop(
+            input_nodes, int(num_neighbors), seed_time, edge_type
+        )
+        edge_ids = self.graph_store.get_edge_id(edge_type=edge_type, layout="coo")
+        out.edge = edge_ids[out.edge] - self._edge_offset(edge_type)
+        return out
+
+    def _edge_offset(self, edge_type: Any) -> int:
+        # PyG's heterogeneous partitions keep an edge's id in the homogeneous
+        # numbering (edge types one after another, in the data's order); its
+        # features, and the user, know it by its id within its edge type.
+        if edge_type is None:
+            return 0
+        offset = 0
+        for other in self.graph_store.meta["edge_types"]:
+            if tuple(other) == tuple(edge_type):
+                return offset
+            offset += self.graph_store.edge_pb[tuple(other)].numel()
+        raise KeyError(f"edge type {edge_type} is not in this partition")
+
+
+# PyG's NodeLoader and LinkLoader recognise a distributed sampler by its class
+# name (filter_fn: ``node_sampler.__class__.__name__ == 'DistNeighborSampler'``).
+OrchDistNeighborSampler.__name__ = "DistNeighborSampler"

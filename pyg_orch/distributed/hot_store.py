@@ -21,6 +21,7 @@ import torch.distributed as dist
 from torch import Tensor
 from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
 
+from pyg_orch.distributed.engine import use_type_ids
 from pyg_orch.distributed.partition import IDENTITY_FILE
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
@@ -73,7 +74,7 @@ class HotFeatureStore(LocalFeatureStore):
         """
         store = super().from_partition(root, pid)
         if store.meta["is_hetero"]:
-            store._use_type_ids(osp.join(root, f"part_{pid}", "node_feats.pt"))
+            use_type_ids(store, osp.join(root, f"part_{pid}", "node_feats.pt"))
         labels = osp.join(root, LABEL_FILE)
         if osp.exists(labels):
             # PyG's format has no labels; partition_graph writes them here.
@@ -82,14 +83,6 @@ class HotFeatureStore(LocalFeatureStore):
         if osp.exists(path):
             store.load_hot(torch.load(path, weights_only=True), path)
         return store
-
-    def _use_type_ids(self, path: str) -> None:
-        # PyG's heterogeneous partitions know a node by its id within its
-        # type (node_map, the sampler), but its LocalFeatureStore finds rows
-        # by the id in the homogeneous numbering ("global_id"): every type but
-        # the first read the wrong rows. The rows are found by "id" here.
-        for node_type, feats in torch.load(path, weights_only=True).items():
-            self.put_global_id(feats["id"], group_name=node_type)
 
     def load_labels(self, labels: Tensor | dict[str, Tensor]) -> None:
         """Takes the labels ``partition_graph`` wrote (``label.pt``).

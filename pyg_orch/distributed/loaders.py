@@ -3,7 +3,7 @@
 :class:`OrchDistNeighborLoader` and :class:`OrchDistLinkNeighborLoader` take
 the arguments of PyG's :class:`~torch_geometric.distributed.DistNeighborLoader`
 and :class:`~torch_geometric.distributed.DistLinkNeighborLoader` and sample
-with :class:`~pyg_orch.distributed.sampler.OrchDistNeighborSampler`. Their
+with :class:`~pyg_orch.distributed.engine.OrchDistNeighborSampler`. Their
 batches carry the hot part as a single machine's batches do (``hot_index``,
 ``hot_agg``, ``hot_kind``, ``hot_version``), so :class:`~pyg_orch.OrchModel`
 serves them unchanged.
@@ -16,8 +16,8 @@ from typing import Any
 
 from torch_geometric.distributed import DistLinkNeighborLoader, DistNeighborLoader
 
+from pyg_orch.distributed.engine import OrchDistNeighborSampler, SamplingFailed
 from pyg_orch.distributed.hot_store import HotFeatureStore
-from pyg_orch.distributed.sampler import OrchDistNeighborSampler, SamplingFailed
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.serving import (

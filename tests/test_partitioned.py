@@ -59,18 +59,30 @@ def _check_batches(graph: Data, batches: list[dict], fanouts: list[int]) -> None
         assert int(in_degree.max()) <= max(fanouts)
 
 
-@pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
+# (parts, sampling worker processes per rank, hot ratio); the rest of the
+# grid runs with -m slow.
+FAST = [(2, 0, 0.0), (2, 0, 0.2), (4, 0, 0.2), (2, 1, 0.2)]
+GRID = [(p, w, h) for p in (2, 4) for w in (0, 1) for h in (0.0, 0.2)]
+CASES = [pytest.param(*case, marks=[] if case in FAST else pytest.mark.slow)
+         for case in GRID]  # fmt: skip
+
+
+@pytest.mark.parametrize("parts, workers, hot_ratio", CASES)
 def test_batches_are_the_graph_and_outputs_the_whole_graph_model(
-    graph, tmp_path, hot_ratio
+    graph, tmp_path, parts, workers, hot_ratio
 ):
-    root = _partition(graph, tmp_path, 2, hot_ratio)
+    root = _partition(graph, tmp_path, parts, hot_ratio)
     model, state = _model_state(graph, 2)
-    sampled = spawn_ranks(ranks.node_batches, 2, (root, [3, 2], 0), timeout=60)
-    exact = spawn_ranks(ranks.node_batches, 2, (root, [-1, -1], 0, state), timeout=60)
+    sampled = spawn_ranks(
+        ranks.node_batches, parts, (root, [3, 2], workers), timeout=60
+    )
+    exact = spawn_ranks(
+        ranks.node_batches, parts, (root, [-1, -1], workers, state), timeout=60
+    )
     with torch.no_grad():
         reference = model(graph.x, graph.edge_index)
     seen = []
-    for rank in range(2):
+    for rank in range(parts):
         _check_batches(graph, sampled[rank]["batches"], [3, 2])
         for seeds, out in exact[rank]["outputs"]:
             torch.testing.assert_close(out, reference[seeds], atol=1e-5, rtol=1e-4)

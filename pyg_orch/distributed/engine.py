@@ -16,8 +16,10 @@ pyg_orch.distributed``:
   (:func:`fix_hetero_columns`).
 
 :class:`OrchDistNeighborSampler` is PyG's sampler with pyg_orch's changes:
-hot vertices not expanded at the last hop, edge ids of the whole graph, and
-failures raised instead of hanging the loader. PyG's own classes keep their
+hot vertices not expanded at the last hop, edge ids of the whole graph,
+remote answers matched to the partitions that sent them (PyG's matching is
+wrong with 3 parts or more, :meth:`OrchDistNeighborSampler.sample_one_hop`),
+and failures raised instead of hanging the loader. PyG's own classes keep their
 meaning of an edge id (its position in the CSC of the partition that sampled
 it), which PyG's own tests assert.
 """
@@ -40,6 +42,8 @@ import torch_geometric.distributed.dist_neighbor_sampler as _dist_sampler
 import torch_geometric.typing
 from torch import Tensor
 from torch_geometric.distributed import DistNeighborSampler, Partitioner
+from torch_geometric.distributed.event_loop import to_asyncio_future
+from torch_geometric.distributed.rpc import rpc_async
 from torch_geometric.sampler import SamplerOutput
 
 from pyg_orch.distributed.pyg_lib_ops import register_ops, warm_up
@@ -442,18 +446,18 @@ class OrchDistNeighborSampler(DistNeighborSampler):
         src_batch: Tensor | None = None,
         edge_type: Any = None,
     ) -> SamplerOutput:
-        """PyG's one hop; at the last hop, hot vertices get no neighbours."""
+        """One hop across the partitions; at the last hop, hot vertices get none."""
         last = isinstance(one_hop_num, LastHopFanout)
         one_hop_num = int(one_hop_num)
         hot_mask = self._hot_mask(edge_type) if last else None
         cold = None if hot_mask is None else ~hot_mask[srcs]
         if cold is None or bool(cold.all()):
-            return await self._count_and_sample(
+            return await self._across_partitions(
                 srcs, one_hop_num, seed_time, src_batch, edge_type
             )
         per_node = torch.zeros(srcs.numel(), dtype=torch.long)
         if bool(cold.any()):
-            out = await self._count_and_sample(
+            out = await self._across_partitions(
                 srcs[cold], one_hop_num, _part(seed_time, cold),
                 _part(src_batch, cold), edge_type,
             )  # fmt: skip
@@ -465,7 +469,7 @@ class OrchDistNeighborSampler(DistNeighborSampler):
         out.metadata = (per_node.tolist(),)
         return out
 
-    async def _count_and_sample(
+    async def _across_partitions(
         self,
         srcs: Tensor,
         one_hop_num: int,
@@ -473,15 +477,48 @@ class OrchDistNeighborSampler(DistNeighborSampler):
         src_batch: Tensor | None,
         edge_type: Any,
     ) -> SamplerOutput:
+        # PyG's DistNeighborSampler.sample_one_hop, but each remote answer is
+        # kept with the partition it came from. PyG's matches the i-th answer
+        # to the i-th partition after its own, which is wrong once a
+        # partition in between has none of the seeds (3 parts or more): the
+        # merge then read another partition's neighbours, or past them.
+        graph = self.graph_store
+        node_type = None if edge_type is None else edge_type[2]
+        owners = graph.get_partition_ids_from_nids(srcs, node_type)
+        orders = torch.zeros(owners.numel(), dtype=torch.long)
+        outputs: list[SamplerOutput | None] = [None] * graph.meta["num_parts"]
+        requests = []
+        for step in range(graph.num_partitions):
+            part = (graph.partition_idx + step) % graph.num_partitions
+            mask = owners == part
+            part_srcs = srcs[mask]
+            orders[mask] = torch.arange(part_srcs.numel())
+            if part_srcs.numel() == 0:
+                continue
+            part_time = seed_time[mask] if self.temporal else None
+            if part == graph.partition_idx:
+                outputs[part] = self._sample_one_hop(
+                    part_srcs, one_hop_num, part_time, edge_type
+                )
+                continue
+            request = rpc_async(
+                self.rpc_router.get_to_worker(part), self.rpc_sample_callee_id,
+                args=(part_srcs, one_hop_num, part_time, edge_type),
+            )  # fmt: skip
+            requests.append((part, request))
         if self.hot_store is not None:
-            node_type = None if edge_type is None else edge_type[2]
-            owners = self.graph_store.get_partition_ids_from_nids(
-                srcs, node_type
-            ).unique()
-            remote = int((owners != self.graph_store.partition_idx).sum())
-            self.hot_store.traffic.add(sampling_rpcs=remote)
-        return await super().sample_one_hop(
-            srcs, one_hop_num, seed_time, src_batch, edge_type
+            self.hot_store.traffic.add(sampling_rpcs=len(requests))
+        if requests:
+            futures = [request for _, request in requests]
+            answers = await to_asyncio_future(torch.futures.collect_all(futures))
+            for (part, _), answer in zip(requests, answers, strict=True):
+                outputs[part] = answer.wait()
+        if owners.unique().numel() == 1:
+            return self._get_sampler_output(
+                outputs, srcs.numel(), int(owners[0]), src_batch
+            )
+        return self._merge_sampler_outputs(
+            owners, orders, outputs, one_hop_num, src_batch
         )
 
     def _sample_one_hop(

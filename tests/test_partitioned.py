@@ -215,3 +215,12 @@ def test_missing_files_and_foreign_hot_vertices_are_named(graph, tmp_path):
         FileNotFoundError, match=r"rank 1: .*part_1/graph.pt is missing"
     ):
         load_partition(root, 1, 2)
+
+
+def test_only_the_hot_kinds_written_are_served(graph, tmp_path):
+    root = tmp_path / "mean_only"
+    partition_graph(graph, 2, root, balance=None, hot_ratio=0.2, hot_kinds=("mean",))
+    cache = load_partition(root, 0, 2)[0].hot_cache
+    assert cache.values("mean").shape == (cache.num_hot, graph.num_features)
+    with pytest.raises(ValueError, match=r"hot_kinds=\(\.\.\., 'sum'\)"):
+        cache.values("sum")

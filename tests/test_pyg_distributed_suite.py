@@ -3,9 +3,9 @@
 ``tests/pyg_distributed`` holds PyG's ``test/distributed`` (9 files), run with
 its gates open (see ``pyg_distributed/pyg_dist_gates.py``): pyg-lib's four
 distributed ops come from ``pyg_orch.distributed``, the processes the tests
-spawn import it through ``sitecustomize.py``, and pymetis partitions. They
-run in a process of their own because opening the gates changes
-torch_geometric's global flags.
+spawn import it through ``sitecustomize.py``, and pyg_orch's METIS
+partitions. They run in a process of their own because opening the gates
+changes torch_geometric's global flags.
 """
 
 import os

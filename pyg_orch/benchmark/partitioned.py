@@ -64,6 +64,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the hot ratios measured (default: 0 0.1 0.2)",
     )  # fmt: skip
     parser.add_argument(
+        "--concurrency", type=positive_int, default=2,
+        help="batches each rank samples at once (PyG's concurrency; default: 2)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sync", action="store_true",
+        help="sample in the training thread (async_sampling=False; default: off)",
+    )  # fmt: skip
+    parser.add_argument(
         "--batches", type=positive_int, default=8,
         help="timed batches per rank, after one warm-up batch (default: 8)",
     )  # fmt: skip
@@ -91,7 +99,8 @@ def _rank(
     )  # fmt: skip
     loader = pd.OrchDistNeighborLoader(
         stores, list(args.num_neighbors), current_ctx=context, input_nodes=seeds,
-        batch_size=args.batch_size, shuffle=True, drop_last=True, concurrency=2,
+        batch_size=args.batch_size, shuffle=True, drop_last=True,
+        concurrency=args.concurrency, async_sampling=not args.sync,
         master_port=int(os.environ["MASTER_PORT"]) + 1,
     )  # fmt: skip
     x = stores[0].get_tensor(group_name=None, attr_name="x")
@@ -188,7 +197,9 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"{description}; fan-outs {args.num_neighbors}, batch {args.batch_size} per "
         f"rank, GraphSAGE hidden 64; {args.batches} timed batches per rank after "
-        f"one warm-up; one process per part, {os.cpu_count()} cores shared",
+        f"one warm-up; one process per part, {os.cpu_count()} cores shared; "
+        f"{'synchronous sampling' if args.sync else 'asynchronous sampling'}, "
+        f"concurrency {args.concurrency}",
         flush=True,
     )
     print(_columns(_ROWS), flush=True)

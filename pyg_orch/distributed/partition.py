@@ -265,6 +265,7 @@ def partition_graph(
     hot_ratio: float | dict[str, float] = 0.0,
     seed: int = 0,
     method: str = "metis",
+    hot_kinds: tuple[str, ...] = HOT_KINDS,
 ) -> PartitionInfo:
     """Partitions a graph with METIS and writes it in PyG's partition format.
 
@@ -319,6 +320,10 @@ def partition_graph(
         seed: METIS's seed (of the assignment, for ``method="random"``).
         method: ``"metis"``, or ``"random"``: every node in a part drawn
             uniformly, the baseline METIS's edge cut is measured against.
+        hot_kinds: the aggregations ``hot.pt`` holds, among
+            :data:`HOT_KINDS`: each costs every machine ``num_hot x F``
+            floats; a model is served only the ones written (GraphSAGE's
+            bottom layer needs ``"mean"``, GCN's ``"gcn"``, GIN's ``"sum"``).
 
     Returns:
         A :class:`PartitionInfo` of what was written.
@@ -344,6 +349,11 @@ def partition_graph(
     _check(data, num_parts, balance_edges)
     if method not in PART_METHODS:
         raise ValueError(f"method must be one of {PART_METHODS}, got {method!r}")
+    unknown = [kind for kind in hot_kinds if kind not in HOT_KINDS]
+    if unknown or not hot_kinds:
+        raise ValueError(
+            f"hot_kinds must name one or more of {HOT_KINDS}, got {hot_kinds!r}"
+        )
     root = Path(root)
     masks = _train_masks(data, balance)
     src, dst, ranges, num_nodes = _homogeneous_edges(data)
@@ -367,7 +377,7 @@ def partition_graph(
     _save_splits(data, root)
     _save_identity(root, num_parts)
     if hot is not None:
-        _save_hot(data, hot, hot_ratio, root)
+        _save_hot(data, hot, hot_ratio, tuple(hot_kinds), root)
 
     def per_part(part: Tensor, weight: Tensor | None = None) -> tuple[int, ...]:
         counts = torch.bincount(part, weight, minlength=num_parts)
@@ -443,12 +453,16 @@ def _hot_nodes(
 
 
 def _save_hot(
-    data: Data | HeteroData, hot: dict[Any, Tensor], hot_ratio: Any, root: Path
+    data: Data | HeteroData,
+    hot: dict[Any, Tensor],
+    hot_ratio: Any,
+    hot_kinds: tuple[str, ...],
+    root: Path,
 ) -> None:
     if isinstance(data, Data):
         colptr, row, _ = to_csc(data, device="cpu")
         cache = HotCache(colptr, row, data.x, hot[None])
-        values = {None: {kind: cache.values(kind) for kind in HOT_KINDS}}
+        values = {None: {kind: cache.values(kind) for kind in hot_kinds}}
         num_nodes: Any = data.num_nodes
         x = {None: data.x[hot[None]]}
     else:
@@ -461,7 +475,8 @@ def _save_hot(
             colptr, row, _ = to_csc(data[edge_type], device="cpu")
             colptr = colptr[: data[dst_type].num_nodes + 1]
             cache = HotCache(colptr, row, data[src_type].x, hot[dst_type])
-            kinds = HOT_KINDS if src_type == dst_type else HOT_KINDS[:-1]
+            # GCN's normalisation is for one node type's own edges.
+            kinds = [k for k in hot_kinds if k != "gcn" or src_type == dst_type]
             values[edge_type] = {kind: cache.values(kind) for kind in kinds}
     torch.save(
         {

@@ -208,7 +208,9 @@ class HotCache:
             raise ValueError(
                 f"this hot cache holds values computed elsewhere "
                 f"({sorted(self._values)}) and has no graph to compute "
-                f"{kind!r} values from; serve one of those kinds"
+                f"{kind!r} values from; serve one of those kinds (a partition's "
+                f"hot values: partition the graph again with "
+                f"partition_graph(..., hot_kinds=(..., {kind!r})))"
             )
         out = self._sums()
         gcn_norm = (

@@ -5,7 +5,8 @@ PyG runs ``test/distributed`` only with ``DIST_TEST=1`` and pyg-lib installed
 ``torch.ops.torch_sparse.partition`` works (``withMETIS``). Here pyg-lib's
 four distributed ops come from ``pyg_orch.distributed`` (imported first: it
 registers them only while pyg-lib looks absent), the single-machine
-reference sampler of the sampler tests is pyg_orch's, and METIS is pymetis,
+reference sampler of the sampler tests is pyg_orch's, and METIS is
+pyg_orch's own binding (:func:`~pyg_orch.distributed.metis.metis_parts`),
 routed into ``ClusterData._metis`` by :func:`metis_cluster`.
 
 Loaded as a pytest plugin by ``pytest.ini`` beside it and, in the processes
@@ -23,6 +24,8 @@ import torch_geometric.testing.decorators as decorators
 import torch_geometric.typing as pyg_typing
 from torch_geometric.loader.cluster import ClusterData
 
+from pyg_orch.distributed.metis import metis_parts
+
 os.environ["DIST_TEST"] = "1"
 pyg_typing.WITH_PYG_LIB = True
 pyg_typing.WITH_EDGE_TIME_NEIGHBOR_SAMPLE = True
@@ -38,29 +41,18 @@ def _has_package_or_pyg_lib(package: str) -> bool:
 
 
 def metis_cluster(self: ClusterData, edge_index: torch.Tensor, num_nodes: int):
-    """``ClusterData._metis`` through pymetis: one METIS part per node.
-
-    The graph is made undirected and loses its self loops, as METIS wants.
-    To be switched to ``pyg_orch.distributed.metis.metis_parts``.
-    """
-    import pymetis
+    """``ClusterData._metis`` through pyg_orch's METIS: one part per node."""
 
     row, col = edge_index.cpu()
-    keep = row != col
-    row, col = torch.cat([row[keep], col[keep]]), torch.cat([col[keep], row[keep]])
-    key = torch.unique(row * num_nodes + col)
-    row, col = key // num_nodes, key % num_nodes
-    xadj = torch.zeros(num_nodes + 1, dtype=torch.long)
-    xadj[1:] = torch.bincount(row, minlength=num_nodes).cumsum(0)
-    _, parts = pymetis.part_graph(
-        self.num_parts, xadj=xadj.tolist(), adjncy=col.tolist(),
-        options=pymetis.Options(seed=0),  # the same parts every run
-    )
-    return torch.tensor(parts, dtype=torch.long, device=edge_index.device)
+    order = torch.argsort(row, stable=True)
+    rowptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+    rowptr[1:] = torch.bincount(row, minlength=num_nodes).cumsum(0)
+    parts = metis_parts(rowptr, col[order], self.num_parts, seed=0)
+    return parts.to(edge_index.device)
 
 
 def _with_metis(func):
-    return func  # pymetis stands in for torch_sparse.partition
+    return func  # pyg_orch's METIS stands in for torch_sparse.partition
 
 
 decorators.has_package = _has_package_or_pyg_lib

@@ -12,7 +12,7 @@ import signal
 from pathlib import Path
 
 import torch
-from torch_geometric.distributed import DistContext, LocalGraphStore
+from torch_geometric.distributed import DistContext, LocalFeatureStore, LocalGraphStore
 from torch_geometric.nn import GraphSAGE, to_hetero
 
 import pyg_orch.distributed  # noqa: F401 - makes PyG's engine run here
@@ -107,12 +107,18 @@ def hetero_outputs(
 
 
 def link_batches(rank: int, world_size: int, root: Path, fanouts: list[int]) -> list:
-    """Every batch of this rank's own edges, with binary negatives."""
-    data = stores(root, rank)
+    """Every batch of this rank's own edges, with binary negatives.
+
+    The stores are PyG's own (no hot vertices): the loaders take them too.
+    """
+    data = (
+        LocalFeatureStore.from_partition(str(root), rank),
+        LocalGraphStore.from_partition(str(root), rank),
+    )
     edge_index = data[1].get_edge_index(edge_type=None, layout="coo")
     loader = OrchDistLinkNeighborLoader(
         data, fanouts, current_ctx=context(rank, world_size), master_port=rpc_port(),
-        edge_label_index=(None, edge_index), neg_sampling="binary", batch_size=32,
+        edge_label_index=(None, edge_index), neg_sampling="binary", batch_size=256,
         concurrency=2,
     )  # fmt: skip
     if loader.cache is not None:

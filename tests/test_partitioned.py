@@ -61,7 +61,7 @@ def _check_batches(graph: Data, batches: list[dict], fanouts: list[int]) -> None
 
 # (parts, sampling worker processes per rank, hot ratio); the rest of the
 # grid runs with -m slow.
-FAST = [(2, 0, 0.0), (2, 0, 0.2), (4, 0, 0.2), (2, 1, 0.2)]
+FAST = [(2, 0, 0.0), (2, 0, 0.2), (4, 0, 0.2)]
 GRID = [(p, w, h) for p in (2, 4) for w in (0, 1) for h in (0.0, 0.2)]
 CASES = [pytest.param(*case, marks=[] if case in FAST else pytest.mark.slow)
          for case in GRID]  # fmt: skip

@@ -342,6 +342,16 @@ def use_type_ids(store: Any, path: str) -> None:
     Args:
         store: the feature store of a heterogeneous partition.
         path: its ``part_i/node_feats.pt``.
+
+    Example:
+        >>> import tempfile
+        >>> from torch_geometric.distributed import LocalFeatureStore
+        >>> store = LocalFeatureStore()
+        >>> with tempfile.NamedTemporaryFile(suffix=".pt") as file:
+        ...     torch.save({"author": {"id": torch.tensor([4, 2])}}, file.name)
+        ...     use_type_ids(store, file.name)
+        >>> store.get_global_id("author").tolist()
+        [4, 2]
     """
     for node_type, feats in torch.load(path, weights_only=True).items():
         store.put_global_id(feats["id"], group_name=node_type)

@@ -81,19 +81,35 @@ def hot_cache_of(data: Any, hot_ratio: float | None) -> HotCache | None:
     )
 
 
-class _HotServing:
-    # What both loaders add to PyG's: the served hot cache of the partition,
-    # the serving contract OrchModel drives, and the batches' hot part.
+class _OrchDistLoader:
+    # What both loaders add to PyG's: pyg_orch's sampler, the served hot cache
+    # of the partition, the serving contract OrchModel drives, and the
+    # batches' hot part. PyG's loader comes after it in the bases.
     cache: HotCache | None
     hot_ratio: float
     staleness = 0  # a partition's hot values are static: never stale
     features = None  # OrchModel checks the batches' dtype instead
     traffic: RemoteTraffic
 
-    def _start_hot(self, hot_ratio: float | None) -> None:
+    def __init__(
+        self,
+        data: Any,
+        num_neighbors: Any,
+        master_addr: str | None = None,
+        master_port: int | str | None = None,
+        current_ctx: Any = None,
+        hot_ratio: float | None = None,
+        **kwargs: Any,
+    ):
+        sampler = build_sampler(data, num_neighbors, current_ctx, kwargs)
+        super().__init__(
+            data, num_neighbors, master_addr, master_port, current_ctx,
+            dist_sampler=sampler, **kwargs,
+        )  # fmt: skip
         self.cache = hot_cache_of(self.data, hot_ratio)
         self.hot_ratio = 0.0 if self.cache is None else self.data[0].hot_ratio
-        self.traffic = self.dist_sampler.feature_store.traffic
+        # PyG's own LocalFeatureStore counts nothing: an empty count then.
+        self.traffic = getattr(data[0], "traffic", None) or RemoteTraffic()
         self._hot_version: int | None = None
         # PyG's loader made its own channel; the sampler must put into it.
         self.dist_sampler.channel = self.channel
@@ -127,14 +143,16 @@ class _HotServing:
             raise RuntimeError(f"sampling a batch failed:\n{out.message}")
         return out
 
-    def _with_hot(self, batch: Any) -> Any:
+    def filter_fn(self, out: Any) -> Any:
+        """PyG's batch, with the hot part added."""
+        batch = super().filter_fn(out)
         check_served(self.cache, self.hot_ratio)
         annotate_batch(self.cache, self._hot_version, batch)
         self.traffic.add(batches=1)
         return batch
 
 
-class OrchDistNeighborLoader(_HotServing, DistNeighborLoader):
+class OrchDistNeighborLoader(_OrchDistLoader, DistNeighborLoader):
     """PyG's :class:`~torch_geometric.distributed.DistNeighborLoader`, hot rows local.
 
     Args:
@@ -155,29 +173,8 @@ class OrchDistNeighborLoader(_HotServing, DistNeighborLoader):
         True
     """
 
-    def __init__(
-        self,
-        data: Any,
-        num_neighbors: Any,
-        master_addr: str | None = None,
-        master_port: int | str | None = None,
-        current_ctx: Any = None,
-        hot_ratio: float | None = None,
-        **kwargs: Any,
-    ):
-        sampler = build_sampler(data, num_neighbors, current_ctx, kwargs)
-        super().__init__(
-            data, num_neighbors, master_addr, master_port, current_ctx,
-            dist_sampler=sampler, **kwargs,
-        )  # fmt: skip
-        self._start_hot(hot_ratio)
 
-    def filter_fn(self, out: Any) -> Any:
-        """PyG's batch, with the hot part added."""
-        return self._with_hot(super().filter_fn(out))
-
-
-class OrchDistLinkNeighborLoader(_HotServing, DistLinkNeighborLoader):
+class OrchDistLinkNeighborLoader(_OrchDistLoader, DistLinkNeighborLoader):
     """PyG's ``DistLinkNeighborLoader`` with hot vertices.
 
     Takes the arguments of :class:`OrchDistNeighborLoader` but ``input_nodes``,
@@ -188,24 +185,3 @@ class OrchDistLinkNeighborLoader(_HotServing, DistLinkNeighborLoader):
         >>> issubclass(OrchDistLinkNeighborLoader, DistLinkNeighborLoader)
         True
     """
-
-    def __init__(
-        self,
-        data: Any,
-        num_neighbors: Any,
-        master_addr: str | None = None,
-        master_port: int | str | None = None,
-        current_ctx: Any = None,
-        hot_ratio: float | None = None,
-        **kwargs: Any,
-    ):
-        sampler = build_sampler(data, num_neighbors, current_ctx, kwargs)
-        super().__init__(
-            data, num_neighbors, master_addr, master_port, current_ctx,
-            dist_sampler=sampler, **kwargs,
-        )  # fmt: skip
-        self._start_hot(hot_ratio)
-
-    def filter_fn(self, out: Any) -> Any:
-        """PyG's batch, with the hot part added."""
-        return self._with_hot(super().filter_fn(out))

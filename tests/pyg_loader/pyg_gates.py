@@ -11,6 +11,8 @@ process of its own (tests/test_pyg_loader_suite.py): the flags it sets are
 global to torch_geometric.
 """
 
+import pytest
+import torch
 import torch_geometric.testing.decorators as decorators
 import torch_geometric.typing as pyg_typing
 
@@ -27,3 +29,14 @@ def _has_package_or_pyg_lib(package: str) -> bool:
 
 
 decorators.has_package = _has_package_or_pyg_lib
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    # PyG's tests draw their graphs and negatives from the global generator
+    # without seeding it, and one of them is flaky under any sampler:
+    # test_temporal_hetero_link_neighbor_loader asserts that the earliest
+    # seed time of a batch is no earlier than its earliest author, which a
+    # random graph breaks now and then (seen here once in about 15 runs).
+    # Every test starts from the same seed, so a failure repeats.
+    torch.manual_seed(12345)

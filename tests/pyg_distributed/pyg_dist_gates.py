@@ -18,6 +18,7 @@ sets are global to torch_geometric: the suite runs in a process of its own
 import os
 
 import pyg_orch.distributed  # noqa: F401  (registers the ops: before the flags)
+import pytest
 import torch
 import torch_geometric.testing as testing
 import torch_geometric.testing.decorators as decorators
@@ -58,3 +59,12 @@ def _with_metis(func):
 decorators.has_package = _has_package_or_pyg_lib
 decorators.withMETIS = testing.withMETIS = _with_metis
 ClusterData._metis = metis_cluster
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    # PyG's tests build random graphs from the unseeded global generator.
+    # Every test starts from the same seed, so a failure repeats: one case of
+    # test_dist_(link_)neighbor_sampler_temporal_hetero failed once in about
+    # 200 runs of those cases, and did not again in 30 reruns.
+    torch.manual_seed(12345)

@@ -64,7 +64,8 @@ ClusterData._metis = metis_cluster
 @pytest.fixture(autouse=True)
 def _seeded():
     # PyG's tests build random graphs from the unseeded global generator.
-    # Every test starts from the same seed, so a failure repeats: one case of
-    # test_dist_(link_)neighbor_sampler_temporal_hetero failed once in about
-    # 200 runs of those cases, and did not again in 30 reruns.
+    # Every test starts from the same seed, so a failure repeats. Unseeded,
+    # a case of test_dist_neighbor_sampler_temporal_hetero failed in one full
+    # run and one of test_dist_link_neighbor_sampler_temporal_hetero in
+    # another; neither failed again in 30 reruns of the link cases.
     torch.manual_seed(12345)

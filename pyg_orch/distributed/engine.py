@@ -1,6 +1,6 @@
 """Every contact of pyg_orch with PyG's distributed internals, in one module.
 
-PyG's ``torch_geometric.distributed`` (tested with :data:`TESTED_PYG`) runs
+PyG's ``torch_geometric.distributed`` (tested with ``TESTED_PYG``) runs
 here without pyg-lib. :func:`install`, called by ``import
 pyg_orch.distributed``:
 
@@ -18,7 +18,7 @@ pyg_orch.distributed``:
 :class:`OrchDistNeighborSampler` is PyG's sampler with pyg_orch's changes:
 hot vertices not expanded at the last hop, edge ids of the whole graph,
 remote answers matched to the partitions that sent them (PyG's matching is
-wrong with 3 parts or more, :meth:`OrchDistNeighborSampler.sample_one_hop`),
+wrong with 3 parts or more, ``OrchDistNeighborSampler.sample_one_hop``),
 and failures raised instead of hanging the loader. PyG's own classes keep their
 meaning of an edge id (its position in the CSC of the partition that sampled
 it), which PyG's own tests assert.
@@ -91,7 +91,7 @@ def fix_stack_level() -> list[str]:
     """Maps ``stack_level`` to ``stacklevel`` in the modules that misspell it.
 
     Replaces the module attribute ``warn`` of the three modules of
-    :data:`STACK_LEVEL_MODULES` whose source still calls ``warn(...,
+    ``STACK_LEVEL_MODULES`` whose source still calls ``warn(...,
     stack_level=2)``; the rest of PyG and ``warnings`` are untouched.
 
     Returns:
@@ -289,7 +289,7 @@ def fix_partition_load() -> bool:
 
 
 def check_pyg_version() -> bool:
-    """Whether PyG's version is one of :data:`TESTED_PYG`; warns once if not.
+    """Whether PyG's version is one of ``TESTED_PYG``; warns once if not.
 
     Example:
         >>> check_pyg_version()

@@ -2,9 +2,10 @@
 
 NeutronOrch's hot vertices are the ones most batches reach. On a partitioned
 graph they are also the ones whose rows most often live on another machine: a
-hub has neighbours in every partition. :func:`~pyg_orch.distributed.partition_graph`
-writes their rows and their bottom-layer aggregates over the whole graph
-(``hot.pt``) beside PyG's partition files, and every machine loads them: a hot
+hub has neighbours in every partition.
+:func:`~pyg_orch.distributed.partition.partition_graph` writes their rows and
+their bottom-layer aggregates over the whole graph (``hot.pt``) beside PyG's
+partition files, and every machine loads them: a hot
 vertex's row is served locally, so it never crosses the network, and its last
 hop is not sampled at all (the aggregate stands in for it).
 """
@@ -223,7 +224,7 @@ def load_partition(
 
     One process per partition: rank ``r`` of ``world_size`` loads part ``r``
     of the partition in ``root`` (see
-    :func:`~pyg_orch.distributed.partition_graph`), with its labels and its
+    :func:`~pyg_orch.distributed.partition.partition_graph`), with its labels and its
     hot vertices.
 
     Raises:

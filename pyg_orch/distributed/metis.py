@@ -3,7 +3,7 @@
 Two bindings, tried in this order (:func:`metis_binding` tells which one runs):
 
 * ``cmeel-metis``: the METIS 5.2.1 C library of the ``cmeel-metis`` wheel,
-  called through :mod:`ctypes`. It takes several balance constraints
+  called through ``ctypes``. It takes several balance constraints
   (``ncon > 1``) but has 32-bit indices, so it refuses graphs with 2**31 or
   more nodes or (symmetrized) edges.
 * ``pymetis``: 64-bit indices, but its wrapper fixes ``ncon = 1``: given a

@@ -33,7 +33,10 @@ class RemoteTraffic:
     bytes: int = 0
     feature_rpcs: int = 0
     sampling_rpcs: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Lock = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
 
     def add(self, **counts: int) -> None:
         """Adds ``counts`` (by attribute name) to the totals."""

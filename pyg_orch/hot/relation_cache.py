@@ -110,7 +110,7 @@ class RelationCache:
 
         A partition of a heterogeneous graph holds only its part of the
         edges, so its hot values were computed on the whole graph when it was
-        partitioned (see :meth:`HotCache.from_values`).
+        partitioned (see :meth:`~pyg_orch.HotCache.from_values`).
 
         Args:
             num_nodes: number of nodes of each type of the whole graph.

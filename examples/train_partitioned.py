@@ -18,8 +18,8 @@ copy it to each), then start one process per part with torchrun:
     torchrun --nnodes 4 --nproc-per-node 1 --node-rank $I --master-addr $HOST \\
         --master-port 29500 examples/train_partitioned.py --parts 4 --root /shared/cora4
 
-The model's process group uses ``MASTER_PORT``; PyG's sampling RPC uses
-``MASTER_PORT + 1``. See docs/partitioned.md.
+The model's process group uses ``MASTER_PORT``; PyG's sampling RPC a port rank
+0 picks and sends to the others (``agreed_port``). See docs/partitioned.md.
 """
 
 from __future__ import annotations
@@ -92,10 +92,12 @@ def partition(args: argparse.Namespace, root: Path) -> None:
     )
 
 
-def _loader(stores, seeds, fanouts, context, **kwargs) -> pd.OrchDistNeighborLoader:
+def _loader(
+    stores, seeds, fanouts, context, port, **kwargs
+) -> pd.OrchDistNeighborLoader:
     return pd.OrchDistNeighborLoader(
         stores, fanouts, current_ctx=context, input_nodes=seeds,
-        master_port=int(os.environ["MASTER_PORT"]) + 1, concurrency=2, **kwargs,
+        master_port=port, concurrency=2, **kwargs,
     )  # fmt: skip
 
 
@@ -117,6 +119,7 @@ def train_rank(
 ) -> dict:
     """One process: its part, its share of the seeds, one DDP replica."""
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    port = pd.agreed_port()  # PyG's sampling RPC
     stores = pd.load_partition(root, rank, world_size)
     splits = torch.load(root / "split.pt", weights_only=True)
     owner = stores[1].node_pb
@@ -127,7 +130,7 @@ def train_rank(
     # Every rank the same number of seeds, so the same number of DDP steps.
     seeds = pd.split_seeds(splits["train_mask"], owner, rank, world_size)
     loader = _loader(
-        stores, seeds, list(args.num_neighbors), context,
+        stores, seeds, list(args.num_neighbors), context, port,
         batch_size=args.batch_size, shuffle=True,
     )  # fmt: skip
     # Every validation and test node once (the ones this rank's part owns),
@@ -139,6 +142,7 @@ def train_rank(
             splits[name][owner[splits[name]] == rank],
             full,
             context,
+            port,
             batch_size=512,
         )  # fmt: skip
         for name in ("val_mask", "test_mask")
@@ -177,10 +181,13 @@ def train_rank(
             flush=True,
         )
     checksum = float(sum(p.double().sum() for p in module.parameters()))
+    checksums: list[float | None] = [None] * world_size
+    dist.all_gather_object(checksums, checksum)
     traffic = loader.traffic.per_batch()
     dist.barrier()
     dist.destroy_process_group()
-    return {"accuracy": test_at_best, "checksum": checksum, "traffic": traffic}
+    identical = len(set(checksums)) == 1
+    return {"accuracy": test_at_best, "identical": identical, "traffic": traffic}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -207,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             results = pd.spawn_ranks(train_rank, args.parts, (args, root), timeout=3600)
     first = results[0]
     print(f"remote feature rows per batch (rank 0): {first['traffic']['rows']:.1f}")
-    print(f"replicas identical: {len({r['checksum'] for r in results}) == 1}")
+    print(f"replicas identical: {all(r['identical'] for r in results)}")
     print(f"test accuracy: {first['accuracy']:.4f}")
 
 

@@ -24,7 +24,7 @@ Example:
 
 from pyg_orch.distributed.engine import OrchDistNeighborSampler, install
 from pyg_orch.distributed.hot_store import HotFeatureStore, load_partition
-from pyg_orch.distributed.launch import spawn_ranks
+from pyg_orch.distributed.launch import agreed_port, spawn_ranks
 from pyg_orch.distributed.loaders import (
     OrchDistLinkNeighborLoader,
     OrchDistNeighborLoader,
@@ -54,6 +54,7 @@ __all__ = [
     "OrchDistNeighborSampler",
     "PartitionInfo",
     "SharedGraph",
+    "agreed_port",
     "batches_per_rank",
     "broadcast_hot",
     "distributed_loader",

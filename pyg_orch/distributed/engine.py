@@ -13,7 +13,8 @@ pyg_orch.distributed``:
   refuses since torch 2.6 (:func:`fix_partition_load`); negatives drawn
   without the ``endpoint`` argument PyG 2.8 added (:func:`fix_negative_sampling`);
   heterogeneous CSCs without the columns of the last nodes
-  (:func:`fix_hetero_columns`).
+  (:func:`fix_hetero_columns`); an RPC start that waits forever under
+  ``torchrun`` (:func:`fix_rpc_under_torchrun`).
 
 :class:`OrchDistNeighborSampler` is PyG's sampler with pyg_orch's changes:
 hot vertices not expanded at the last hop, edge ids of the whole graph,
@@ -38,6 +39,7 @@ from typing import Any
 
 import torch
 import torch_geometric
+import torch_geometric.distributed.dist_loader as _dist_loader
 import torch_geometric.distributed.dist_neighbor_sampler as _dist_sampler
 import torch_geometric.typing
 from torch import Tensor
@@ -59,6 +61,8 @@ STACK_LEVEL_MODULES = (
 )
 
 _version_warned = False
+# What torchrun sets to make its workers' stores clients of its own.
+_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"
 
 
 def stack_level_bug(module: Any) -> bool:
@@ -227,6 +231,44 @@ def fix_hetero_columns() -> bool:
     return True
 
 
+def _own_rpc_store(init_rpc: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(init_rpc)
+    def init_rpc_with_own_store(*args: Any, **kwargs: Any) -> None:
+        saved = os.environ.pop(_AGENT_STORE, None)
+        try:
+            init_rpc(*args, **kwargs)
+        finally:
+            if saved is not None:
+                os.environ[_AGENT_STORE] = saved
+
+    init_rpc_with_own_store.pyg_orch_fixed = True  # type: ignore[attr-defined]
+    return init_rpc_with_own_store
+
+
+def fix_rpc_under_torchrun() -> bool:
+    """Lets PyG's loaders start their RPC under ``torchrun``.
+
+    ``torchrun`` sets ``TORCHELASTIC_USE_AGENT_STORE=True``, which makes every
+    TCP rendezvous in its workers a client of a store the agent is supposed
+    to host, at the given address; the agent hosts none for PyG's RPC, so
+    ``DistLoader`` waited for it forever. PyG's ``init_rpc``, as
+    ``DistLoader`` calls it, runs without that variable: rank 0 hosts the
+    RPC's store, as outside ``torchrun``.
+
+    Returns:
+        Whether this call wrapped it (not on a second call).
+
+    Example:
+        >>> fix_rpc_under_torchrun()  # import pyg_orch.distributed did
+        False
+    """
+    current = _dist_loader.init_rpc
+    if getattr(current, "pyg_orch_fixed", False):
+        return False
+    _dist_loader.init_rpc = _own_rpc_store(current)
+    return True
+
+
 def defaultdict_load_bug() -> bool:
     """Whether ``torch.load(weights_only=True)`` refuses a ``defaultdict``.
 
@@ -327,6 +369,7 @@ def install() -> None:
     fix_partition_load()
     fix_negative_sampling()
     fix_hetero_columns()
+    fix_rpc_under_torchrun()
     warm_up()
 
 

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 # How often the parent looks at its ranks, in seconds.
@@ -35,6 +36,24 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def agreed_port() -> int:
+    """A free port for PyG's RPC, chosen by rank 0 and sent to every rank.
+
+    PyG's distributed loaders default to ``MASTER_PORT + 1``, which nothing
+    reserves: under ``torchrun --standalone`` the ranks then wait for each
+    other's RPC store forever. Call it after ``init_process_group``, on
+    every rank; pass the result as the loaders' ``master_port``, with
+    ``master_addr`` the address rank 0 runs on (``MASTER_ADDR``).
+
+    Example:
+        >>> agreed_port()  # doctest: +SKIP
+        41237
+    """
+    port = [free_port() if dist.get_rank() == 0 else 0]
+    dist.broadcast_object_list(port, src=0)
+    return int(port[0])
 
 
 def _run_rank(

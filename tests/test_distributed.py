@@ -207,7 +207,7 @@ def _share_worker(rank: int, port: int, folder: str, name: str, doomed: int) -> 
         # Killed at its first barrier: the leader has written the files, no
         # other rank has mapped them yet. os._exit runs no cleanup, as a
         # SIGKILL from the OOM killer would not.
-        pd._barrier = lambda context: os._exit(1)
+        pd.replicated._barrier = lambda context: os._exit(1)
     tensors = SHARED if context.is_local_leader else None
     shared = pd.share_tensors(tensors, context, name, Path(folder))
     assert all(torch.equal(shared[key], value) for key, value in SHARED.items())

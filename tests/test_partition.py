@@ -136,6 +136,7 @@ def test_hetero_parts_read_back(mag, tmp_path):
 
 
 @pytest.mark.parametrize("num_parts", [4, 2])
+@pytest.mark.slow  # builds and partitions a 200k-node graph (~25 s)
 def test_balance_and_cut_on_200k_nodes(large, tmp_path, num_parts):
     start = time.perf_counter()
     info = partition_graph(large, num_parts, tmp_path)

@@ -60,9 +60,9 @@ def _check_batches(graph: Data, batches: list[dict], fanouts: list[int]) -> None
 
 
 # (parts, sampling worker processes per rank, hot ratio): 2 and 4 processes,
-# 0 and 1 sampling workers each, with and without hot vertices; the worker
-# cases (a process more per rank) run with -m slow.
-FAST = [(2, 0, 0.0), (2, 0, 0.2), (4, 0, 0.2)]
+# 0 and 1 sampling workers, with and without hot vertices; the cases with 4
+# processes or a sampling worker (a process more per rank) run with -m slow.
+FAST = [(2, 0, 0.0), (2, 0, 0.2)]
 SLOW = [(2, 1, 0.0), (4, 1, 0.2)]
 CASES = [*FAST, *(pytest.param(*case, marks=pytest.mark.slow) for case in SLOW)]
 
@@ -92,6 +92,7 @@ def test_batches_are_the_graph_and_outputs_the_whole_graph_model(
     assert torch.equal(torch.cat(seen).sort().values, torch.arange(graph.num_nodes))
 
 
+@pytest.mark.slow  # the benchmark measures it on every run of its own
 def test_hot_vertices_cut_remote_rows(graph, tmp_path):
     traffic = {}
     for hot_ratio in (0.0, 0.2):
@@ -121,7 +122,7 @@ def test_link_batches_are_real_edges(graph, tmp_path):
     assert labelled == graph.num_edges
 
 
-@pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
+@pytest.mark.parametrize("hot_ratio", [pytest.param(0.0, marks=pytest.mark.slow), 0.2])
 def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path, hot_ratio):
     data = mag.clone()
     for edge_type in data.edge_types:

@@ -32,6 +32,7 @@ import inspect
 import io
 import os
 import pickle
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -41,6 +42,7 @@ import torch
 import torch_geometric
 import torch_geometric.distributed.dist_loader as _dist_loader
 import torch_geometric.distributed.dist_neighbor_sampler as _dist_sampler
+import torch_geometric.distributed.rpc as _dist_rpc
 import torch_geometric.typing
 from torch import Tensor
 from torch_geometric.distributed import DistNeighborSampler, Partitioner
@@ -63,6 +65,8 @@ STACK_LEVEL_MODULES = (
 _version_warned = False
 # What torchrun sets to make its workers' stores clients of its own.
 _AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"
+# How long a request waits for its callee to be registered, in seconds.
+_REGISTRATION_WAIT = 30.0
 
 
 def stack_level_bug(module: Any) -> bool:
@@ -269,6 +273,43 @@ def fix_rpc_under_torchrun() -> bool:
     return True
 
 
+def _waiting_for_registration(call: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(call)
+    def rpc_async_call(call_id: int, *args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + _REGISTRATION_WAIT
+        while _dist_rpc._rpc_call_pool.get(call_id) is None:
+            if time.monotonic() > deadline:
+                break  # PyG's own error then: nothing registered under call_id
+            time.sleep(0.01)
+        return call(call_id, *args, **kwargs)
+
+    rpc_async_call.pyg_orch_fixed = True  # type: ignore[attr-defined]
+    return rpc_async_call
+
+
+def fix_early_requests() -> bool:
+    """Lets a request that arrives before its callee is registered wait for it.
+
+    A rank may send its first sampling request as soon as it has registered
+    its own sampler, before a slower peer has registered its; PyG's callee
+    then looks the call up, finds nothing and fails with ``'NoneType' object
+    has no attribute 'rpc_async'``. The entry point of PyG's requests waits up
+    to 30 s for the registration instead.
+
+    Returns:
+        Whether this call wrapped it (not on a second call).
+
+    Example:
+        >>> fix_early_requests()  # import pyg_orch.distributed did
+        False
+    """
+    current = _dist_rpc._rpc_async_call
+    if getattr(current, "pyg_orch_fixed", False):
+        return False
+    _dist_rpc._rpc_async_call = _waiting_for_registration(current)
+    return True
+
+
 def defaultdict_load_bug() -> bool:
     """Whether ``torch.load(weights_only=True)`` refuses a ``defaultdict``.
 
@@ -370,6 +411,7 @@ def install() -> None:
     fix_negative_sampling()
     fix_hetero_columns()
     fix_rpc_under_torchrun()
+    fix_early_requests()
     warm_up()
 
 

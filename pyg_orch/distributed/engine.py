@@ -632,18 +632,21 @@ class OrchDistNeighborSampler(DistNeighborSampler):
         out.edge = edge_ids[out.edge] - self._edge_offset(edge_type)
         return out
 
-    def _edge_offset(self, edge_type: Any) -> int:
+    @functools.cached_property
+    def _edge_offsets(self) -> dict[Any, int]:
         # PyG's heterogeneous partitions keep an edge's id in the homogeneous
         # numbering (edge types one after another, in the data's order); its
         # features, and the user, know it by its id within its edge type.
-        if edge_type is None:
-            return 0
-        offset = 0
-        for other in self.graph_store.meta["edge_types"]:
-            if tuple(other) == tuple(edge_type):
-                return offset
-            offset += self.graph_store.edge_pb[tuple(other)].numel()
-        raise KeyError(f"edge type {edge_type} is not in this partition")
+        # Computed once: every hop of every batch subtracts it.
+        offsets, offset = {None: 0}, 0
+        if self.is_hetero:
+            for edge_type in map(tuple, self.graph_store.meta["edge_types"]):
+                offsets[edge_type] = offset
+                offset += self.graph_store.edge_pb[edge_type].numel()
+        return offsets
+
+    def _edge_offset(self, edge_type: Any) -> int:
+        return self._edge_offsets[None if edge_type is None else tuple(edge_type)]
 
 
 # PyG's NodeLoader and LinkLoader recognise a distributed sampler by its class

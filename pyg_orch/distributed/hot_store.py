@@ -188,14 +188,15 @@ class HotFeatureStore(LocalFeatureStore):
         owners = self.node_feat_pb if is_node_feat else self.edge_feat_pb
         if self.meta["is_hetero"]:
             owners = owners[input_type]
-        remote = owners[index] != self.partition_idx
-        rows = int(remote.sum())
+        owner = owners[index]
+        remote_owners = owner[owner != self.partition_idx]
+        rows = remote_owners.numel()
         future = super().lookup_features(index, is_node_feat, input_type)
         if rows:
             self.traffic.add(
                 rows=rows if is_node_feat else 0,
                 bytes=rows * self._row_bytes(is_node_feat, input_type),
-                feature_rpcs=owners[index][remote].unique().numel(),
+                feature_rpcs=remote_owners.unique().numel(),
             )
         return future
 

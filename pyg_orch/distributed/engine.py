@@ -69,6 +69,18 @@ _AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE"
 _REGISTRATION_WAIT = 30.0
 
 
+def _wrap_once(owner: Any, name: str, wrap: Callable[[Any], Any]) -> bool:
+    # Replaces owner.name with wrap(owner.name), marked, unless a previous
+    # install did: every fix of this module goes through here.
+    current = getattr(owner, name)
+    if getattr(current, "pyg_orch_fixed", False):
+        return False
+    wrapped = wrap(current)
+    wrapped.pyg_orch_fixed = True
+    setattr(owner, name, wrapped)
+    return True
+
+
 def stack_level_bug(module: Any) -> bool:
     """Whether ``module`` calls ``warn(..., stack_level=...)`` (PyG 2.8.0-2.8.1).
 
@@ -91,7 +103,6 @@ def _keyword_fixed(warn: Callable[..., Any]) -> Callable[..., Any]:
             kwargs.setdefault("stacklevel", stack_level + 1)
         return warn(*args, **kwargs)
 
-    fixed_warn.pyg_orch_fixed = True  # type: ignore[attr-defined]
     return fixed_warn
 
 
@@ -112,12 +123,9 @@ def fix_stack_level() -> list[str]:
     fixed = []
     for name in STACK_LEVEL_MODULES:
         module = importlib.import_module(name)
-        warn = getattr(module, "warn", None)
-        if warn is None or getattr(warn, "pyg_orch_fixed", False):
-            continue
-        if stack_level_bug(module):
-            module.warn = _keyword_fixed(warn)
-            fixed.append(name)
+        if hasattr(module, "warn") and stack_level_bug(module):
+            if _wrap_once(module, "warn", _keyword_fixed):
+                fixed.append(name)
     return fixed
 
 
@@ -157,7 +165,6 @@ def _endpoint_filled(neg_sample: Callable[..., Tensor]) -> Callable[..., Tensor]
             endpoint = "dst"  # unweighted: both ends draw alike
         return neg_sample(seed, neg_sampling, num_nodes, seed_time, node_time, endpoint)
 
-    filled.pyg_orch_fixed = True  # type: ignore[attr-defined]
     return filled
 
 
@@ -178,11 +185,9 @@ def fix_negative_sampling() -> bool:
         >>> fix_negative_sampling()  # import pyg_orch.distributed did
         False
     """
-    current = _dist_sampler.neg_sample
-    if getattr(current, "pyg_orch_fixed", False) or not negative_endpoint_bug():
+    if not negative_endpoint_bug():
         return False
-    _dist_sampler.neg_sample = _endpoint_filled(current)
-    return True
+    return _wrap_once(_dist_sampler, "neg_sample", _endpoint_filled)
 
 
 def _padded(colptr: Tensor, num_nodes: int) -> Tensor:
@@ -206,7 +211,6 @@ def _all_columns(init: Callable[..., None]) -> Callable[..., None]:
             num_nodes = sampler.num_nodes[edge_type[-1]]
             sampler.colptr_dict[relation] = _padded(colptr, num_nodes)
 
-    init_sampler_instance.pyg_orch_fixed = True  # type: ignore[attr-defined]
     return init_sampler_instance
 
 
@@ -228,11 +232,9 @@ def fix_hetero_columns() -> bool:
         >>> fix_hetero_columns()  # import pyg_orch.distributed did
         False
     """
-    sampler = _dist_sampler.DistNeighborSampler
-    if getattr(sampler.init_sampler_instance, "pyg_orch_fixed", False):
-        return False
-    sampler.init_sampler_instance = _all_columns(sampler.init_sampler_instance)
-    return True
+    return _wrap_once(
+        _dist_sampler.DistNeighborSampler, "init_sampler_instance", _all_columns
+    )
 
 
 def _own_rpc_store(init_rpc: Callable[..., None]) -> Callable[..., None]:
@@ -245,7 +247,6 @@ def _own_rpc_store(init_rpc: Callable[..., None]) -> Callable[..., None]:
             if saved is not None:
                 os.environ[_AGENT_STORE] = saved
 
-    init_rpc_with_own_store.pyg_orch_fixed = True  # type: ignore[attr-defined]
     return init_rpc_with_own_store
 
 
@@ -266,11 +267,7 @@ def fix_rpc_under_torchrun() -> bool:
         >>> fix_rpc_under_torchrun()  # import pyg_orch.distributed did
         False
     """
-    current = _dist_loader.init_rpc
-    if getattr(current, "pyg_orch_fixed", False):
-        return False
-    _dist_loader.init_rpc = _own_rpc_store(current)
-    return True
+    return _wrap_once(_dist_loader, "init_rpc", _own_rpc_store)
 
 
 def _waiting_for_registration(call: Callable[..., Any]) -> Callable[..., Any]:
@@ -283,7 +280,6 @@ def _waiting_for_registration(call: Callable[..., Any]) -> Callable[..., Any]:
             time.sleep(0.01)
         return call(call_id, *args, **kwargs)
 
-    rpc_async_call.pyg_orch_fixed = True  # type: ignore[attr-defined]
     return rpc_async_call
 
 
@@ -303,11 +299,7 @@ def fix_early_requests() -> bool:
         >>> fix_early_requests()  # import pyg_orch.distributed did
         False
     """
-    current = _dist_rpc._rpc_async_call
-    if getattr(current, "pyg_orch_fixed", False):
-        return False
-    _dist_rpc._rpc_async_call = _waiting_for_registration(current)
-    return True
+    return _wrap_once(_dist_rpc, "_rpc_async_call", _waiting_for_registration)
 
 
 def defaultdict_load_bug() -> bool:
@@ -344,7 +336,6 @@ def _saves_plain_dicts(generate: Callable[..., None]) -> Callable[..., None]:
                 if isinstance(feats, collections.defaultdict):
                     torch.save(_plain(feats), path)
 
-    generate_partition.pyg_orch_fixed = True  # type: ignore[attr-defined]
     return generate_partition
 
 
@@ -364,11 +355,9 @@ def fix_partition_load() -> bool:
         >>> fix_partition_load()  # import pyg_orch.distributed did
         False
     """
-    generate = Partitioner.generate_partition
-    if getattr(generate, "pyg_orch_fixed", False) or not defaultdict_load_bug():
+    if not defaultdict_load_bug():
         return False
-    Partitioner.generate_partition = _saves_plain_dicts(generate)
-    return True
+    return _wrap_once(Partitioner, "generate_partition", _saves_plain_dicts)
 
 
 def check_pyg_version() -> bool:

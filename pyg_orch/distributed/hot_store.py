@@ -59,6 +59,7 @@ class HotFeatureStore(LocalFeatureStore):
         # node type (None on a homogeneous graph).
         self.hot_x: dict[Any, Tensor] = {}
         self.hot_slot: dict[Any, Tensor] = {}
+        self._hot_masks: dict[Any, Tensor] = {}
         self.traffic = RemoteTraffic()
         self.labels_by_type: dict[str, Tensor] | None = None
 
@@ -141,6 +142,8 @@ class HotFeatureStore(LocalFeatureStore):
             )
             self.hot_slot = {None: self.hot_cache.slot}
         self.hot_cache.mode_chosen = True  # a partition's values are static
+        # Read by the sampler at the last hop of every batch: made once.
+        self._hot_masks = {key: slot >= 0 for key, slot in self.hot_slot.items()}
 
     def hot_mask(self, node_type: str | None = None) -> Tensor | None:
         """Whether each node (of ``node_type``) is hot; ``None`` without hot nodes.
@@ -149,8 +152,7 @@ class HotFeatureStore(LocalFeatureStore):
             >>> HotFeatureStore().hot_mask() is None
             True
         """
-        slot = self.hot_slot.get(node_type)
-        return None if slot is None else slot >= 0
+        return self._hot_masks.get(node_type)
 
     def lookup_features(
         self, index: Tensor, is_node_feat: bool = True, input_type: Any = None

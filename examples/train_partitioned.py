@@ -62,6 +62,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="partition, then exit (default: off)",
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds the spawned ranks may take; past them each prints its "
+        "stacks and is stopped (default: 3600)",
+    )
     add_option(parser, "epochs", 10)
     add_option(parser, "num_neighbors", (10, 5))
     add_option(parser, "hidden_channels", 64)
@@ -211,7 +218,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             ]
         else:
-            results = pd.spawn_ranks(train_rank, args.parts, (args, root), timeout=3600)
+            results = pd.spawn_ranks(
+                train_rank, args.parts, (args, root), timeout=args.timeout
+            )
     first = results[0]
     print(f"remote feature rows per batch (rank 0): {first['traffic']['rows']:.1f}")
     print(f"replicas identical: {all(r['identical'] for r in results)}")

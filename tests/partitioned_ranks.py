@@ -145,6 +145,11 @@ def killed_after_one_batch(rank: int, world_size: int, root: Path) -> int:
     return batches
 
 
+def waits_for_a_peer(rank: int, world_size: int) -> None:
+    """Waits for a rank ``world_size`` that never comes."""
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world_size + 1)
+
+
 def load_in_group(rank: int, world_size: int, roots: list[Path]) -> None:
     """Joins a process group, then loads this rank's part of ``roots[rank]``."""
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world_size)

@@ -236,7 +236,9 @@ def test_train_multi_gpu_with_two_ranks():
 def test_train_partitioned_matches_one_machine():
     # Two processes, each with half of Cora, 32 seeds per step each: the
     # steps of one process with 64 (the single-machine run below).
-    result = _run("train_partitioned.py", "--parts", "2", "--batch-size", "32")
+    result = _run(
+        "train_partitioned.py", "--parts", "2", "--batch-size", "32", "--timeout", "150"
+    )
     _check_trained(result)
     assert "replicas identical: True" in result.stdout, result.stdout
     assert "rank 1/2 epoch 10:" in result.stdout

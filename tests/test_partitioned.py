@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -176,6 +177,16 @@ def test_a_killed_rank_stops_the_job_with_its_name(graph, tmp_path):
         spawn_ranks(ranks.killed_after_one_batch, 2, (root,), timeout=45)
     assert time.monotonic() - start < 45
     assert _ranks_alive() == []
+
+
+def test_ranks_that_hang_are_stopped_with_their_stacks(capfd):
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"ranks \[0, 1\] of 2 did not finish"):
+        spawn_ranks(ranks.waits_for_a_peer, 2, timeout=15)
+    assert time.monotonic() - start < 30
+    assert _ranks_alive() == []
+    if hasattr(signal, "SIGUSR1"):  # where they waited, printed by the ranks
+        assert capfd.readouterr().err.count("in waits_for_a_peer") == 2
 
 
 def test_a_wrong_world_size_is_refused_by_every_rank(graph, tmp_path):

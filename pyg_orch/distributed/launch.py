@@ -9,8 +9,10 @@ names the ranks still running. No rank outlives the call.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
+import signal
 import socket
 import time
 import traceback
@@ -24,6 +26,8 @@ import torch.multiprocessing as mp
 _POLL = 0.05
 # How long a failure waits for a rank's death to show, in seconds.
 _GRACE = 1.0
+# The signal on which a rank prints every thread's stack (not on Windows).
+_STACKS = getattr(signal, "SIGUSR1", None)
 
 
 def free_port() -> int:
@@ -65,6 +69,8 @@ def _run_rank(
     results: Any,
 ) -> None:
     os.environ.update(environment, RANK=str(rank), WORLD_SIZE=str(world_size))
+    if _STACKS is not None:  # the parent asks for them when the job runs late
+        faulthandler.register(_STACKS, all_threads=True)
     try:
         value = target(rank, world_size, *args)
     except BaseException:
@@ -160,14 +166,25 @@ def _collect(processes: list[Any], results: Any, timeout: float) -> list[Any]:
             raise RuntimeError(_report(len(processes), deaths, failures))
         if time.monotonic() > deadline:
             waiting = [rank for rank in range(len(processes)) if rank not in values]
+            _print_stacks([processes[rank] for rank in waiting])
             raise TimeoutError(
                 f"ranks {waiting} of {len(processes)} did not finish within "
-                f"{timeout:.0f} s; they were stopped. A rank that never joins "
-                f"the others (a wrong MASTER_ADDR/MASTER_PORT or WORLD_SIZE) "
+                f"{timeout:.0f} s; they were stopped (their threads' stacks "
+                f"are printed above, on stderr). A rank that never joins the "
+                f"others (a wrong MASTER_ADDR/MASTER_PORT or WORLD_SIZE) "
                 f"waits for them this long: check the launch settings"
             )
         time.sleep(_POLL)
     return [values[rank] for rank in range(len(processes))]
+
+
+def _print_stacks(processes: list[Any]) -> None:
+    if _STACKS is None:
+        return
+    for process in processes:
+        if process.is_alive():
+            os.kill(process.pid, _STACKS)
+    time.sleep(_GRACE)  # faulthandler writes from a signal handler, at once
 
 
 def _receive(results: Any, values: dict[int, Any], failures: dict[int, str]) -> None:

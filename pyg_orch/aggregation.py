@@ -44,7 +44,7 @@ def kernel_array(tensor: Tensor) -> np.ndarray:
     """``tensor`` as the Numba kernels read it: a NumPy view, no copy.
 
     NumPy has no bfloat16, so half-width features are viewed as their bits
-    (:data:`~pyg_orch.kernels.aggregate.HALF_WIDTH_BITS`), which the kernels
+    (:data:`~pyg_orch.kernels.half_width.HALF_WIDTH_BITS`), which the kernels
     widen to float32.
 
     Example:
@@ -56,28 +56,27 @@ def kernel_array(tensor: Tensor) -> np.ndarray:
 
 
 class _Aggregate(torch.autograd.Function):
-    # forward(x, rowptr, col, kind, num_dst, hot_index, hot_value, relu)
-    #   -> (aggregation [num_dst, F], x[:num_dst]), of relu(x) if relu
+    # forward(x, rowptr, col, kind, num_dst, hot_index, hot_value, relu, dtype)
+    #   -> (aggregation [num_dst, F], x[:num_dst]) in dtype, of relu(x) if relu
 
     @staticmethod
-    def forward(ctx, x, rowptr, col, kind, num_dst, hot_index, hot_value, relu):
+    def forward(ctx, x, rowptr, col, kind, num_dst, hot_index, hot_value, relu, dtype):
         # The previous layer's relu, here so that its gradient is applied as
         # the sources' gradient rows are written (no pass of its own). The
         # kernel applies it as it reads the rows, except for max, whose
         # backward compares the relu'd values.
         in_kernel = relu and kind != "max"
         x = torch.relu(x) if relu and not in_kernel else x.contiguous()
-        # Half-width features are aggregated (and their rows given) in float32.
-        dtype = sum_dtype(x.dtype)
         out = x.new_empty(num_dst, x.size(1), dtype=dtype)
         aggregate(
             rowptr.numpy(), col.numpy(), kernel_array(x.detach()),
-            np.arange(num_dst), kind, out.numpy(), relu=in_kernel,
+            np.arange(num_dst), kind, kernel_array(out), relu=in_kernel,
         )  # fmt: skip
         if hot_index is not None:
             # Hot rows have no edges here: their value is given.
             out[hot_index] = hot_value.to(out.dtype)
         ctx.kind, ctx.num_src, ctx.relu = kind, x.size(0), relu
+        ctx.x_dtype = x.dtype
         # Unrectified x masks the relu's gradient as well: both are <= 0 at once.
         ctx.save_for_backward(rowptr, col, x if relu or kind == "max" else None, out)
         root = x[:num_dst]
@@ -86,20 +85,21 @@ class _Aggregate(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out, grad_root):
         if not ctx.needs_input_grad[0]:
-            return (None,) * 8
+            return (None,) * 9
         rowptr, col, x, out = ctx.saved_tensors
         # Every row is written: no zero fill.
-        grad_x = grad_out.new_empty(ctx.num_src, grad_out.size(1))
-        root = None if grad_root is None else grad_root.contiguous().numpy()
-        x = None if x is None else x.detach().numpy()
+        grad_x = grad_out.new_empty(ctx.num_src, grad_out.size(1), dtype=ctx.x_dtype)
+        root = None if grad_root is None else kernel_array(grad_root.contiguous())
+        x = None if x is None else kernel_array(x.detach())
+        maximum = ctx.kind == "max"
         aggregate_gradient(
-            rowptr.numpy(), col.numpy(), grad_out.contiguous().numpy(),
-            ctx.kind, grad_x.numpy(), root,
-            x if ctx.kind == "max" else None,
-            out.detach().numpy() if ctx.kind == "max" else None,
+            rowptr.numpy(), col.numpy(), kernel_array(grad_out.contiguous()),
+            ctx.kind, kernel_array(grad_x), root,
+            x if maximum else None,
+            kernel_array(out.detach()) if maximum else None,
             x if ctx.relu else None,
         )  # fmt: skip
-        return grad_x, None, None, None, None, None, None, None
+        return grad_x, None, None, None, None, None, None, None, None
 
 
 def aggregate_neighbours(
@@ -121,7 +121,12 @@ def aggregate_neighbours(
     Args:
         x: ``[S, F]`` source rows, float32 or float64; the destinations are
             its first ``num_dst`` rows. Half-width rows (bfloat16, float16)
-            are aggregated in float32, and their own rows returned in it.
+            are aggregated in float32, and their own rows returned in it;
+            except that on the CPU, bfloat16 rows that require grad, or any
+            float32 sums under a bfloat16 ``torch.autocast``, are returned
+            in bfloat16 (each row summed in float32, rounded once), with
+            gradients in ``x``'s dtype, so a bfloat16 step casts no
+            activation.
         rowptr: int64 ``[num_dst + 1]`` pointers into ``col``.
         col: int64 ``[E]`` source row of each edge, grouped by destination.
         kind: ``"sum"``, ``"mean"`` or ``"max"``.
@@ -144,14 +149,31 @@ def aggregate_neighbours(
         >>> x.grad[:, 0].tolist()
         [1.0, 0.5, 0.5]
     """
-    if x.dtype in HALF_WIDTHS and (x.requires_grad or x.device.type != "cpu"):
-        # Activations under autocast: their gradient is float32 anyway.
-        x = x.float()
-    if x.device.type == "cpu":
-        return _Aggregate.apply(
-            x, rowptr, col, kind, rowptr.numel() - 1, hot_index, hot_value, relu
-        )
-    return _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value, relu)
+    if x.device.type != "cpu":
+        if x.dtype in HALF_WIDTHS:  # torch's sparse product, in float32
+            x = x.float()
+        return _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value, relu)
+    if x.dtype == torch.float16 and x.requires_grad:
+        x = x.float()  # the kernels write float16 gradients in no other way
+    return _Aggregate.apply(
+        x, rowptr, col, kind, rowptr.numel() - 1, hot_index, hot_value, relu,
+        _output_dtype(x),
+    )  # fmt: skip
+
+
+def _output_dtype(x: Tensor) -> torch.dtype:
+    # bfloat16 activations, or features for a bfloat16 step, stay bfloat16:
+    # the next products read them as they are, and their gradients come back
+    # in it. Otherwise the sums' own dtype.
+    dtype = sum_dtype(x.dtype)
+    if dtype != torch.float32:
+        return dtype
+    autocast_bf16 = (
+        torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    )
+    activation = x.dtype == torch.bfloat16 and x.requires_grad
+    return torch.bfloat16 if autocast_bf16 or activation else dtype
 
 
 def _torch_aggregate(x, rowptr, col, kind, hot_index, hot_value, relu=False):

@@ -20,6 +20,7 @@ from pyg_orch.kernels.aggregate import (
     gather_rows,
     gcn_inverse_sqrt_degree,
 )
+from pyg_orch.kernels.half_width import narrow_row
 
 KINDS = sorted(AGGREGATIONS)
 # Relative to the same aggregation of |x|: the natural scale of a rounding
@@ -312,3 +313,21 @@ def test_other_feature_dtypes_are_refused_with_the_half_width_hint():
     with pytest.raises(ValueError, match=r"x.view\(torch.uint16\)"):
         aggregate(colptr, row, np.ones((1, 2), np.int32), np.array([0]), "sum",
                   np.empty((1, 2), np.float32))  # fmt: skip
+
+
+def test_bf16_rounding_is_torchs_bit_for_bit():
+    # Every float32 bit pattern class: random words (normals, subnormals,
+    # infinities, NaNs), exact ties, and the largest values that round up.
+    generator = np.random.default_rng(0)
+    words = generator.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    ties = (generator.integers(0, 2**16, 1000, dtype=np.uint32) << 16) | 0x8000
+    edges = np.array([0x7F7FFFFF, 0x7F7F8000, 0xFF7FFFFF, 0x00008000, 0x80000001],
+                     np.uint32)  # fmt: skip
+    row = np.concatenate([words, ties, edges]).view(np.float32)
+    bits = np.empty(row.shape, np.uint16)
+    narrow_row(row, bits)
+    ours = torch.from_numpy(bits).view(torch.bfloat16)
+    expected = torch.from_numpy(row).to(torch.bfloat16)
+    nan = torch.isnan(expected)
+    assert torch.equal(torch.isnan(ours), nan)
+    assert torch.equal(ours[~nan].view(torch.int16), expected[~nan].view(torch.int16))

@@ -212,3 +212,80 @@ def test_random_layers_match_pyg(num_src, num_dst, num_edges, width, kind, relu,
     agg, grad = ours(aggregate_neighbours, x, rowptr, src, kind, weights, relu=relu)
     torch.testing.assert_close(agg.double(), expected, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(grad.double(), expected_grad, rtol=1e-5, atol=1e-5)
+
+
+def _bf16_reference(x, rowptr, src, dst, kind, grads, relu):
+    # Exact (float64) aggregation and gradient of the same bfloat16 inputs,
+    # and of their absolute values: the scale of each sum's rounding error.
+    def run(x, grads, absolute):
+        x = x.detach().double().requires_grad_()
+        sources = torch.relu(x) if relu else x
+        sources = sources.abs() if absolute else sources
+        num_dst = rowptr.numel() - 1
+        agg = scatter(sources[src], dst, dim=0, dim_size=num_dst, reduce=kind)
+        torch.autograd.backward([agg, sources[:num_dst]], list(grads))
+        return agg, x.grad
+
+    grads = [g.double() for g in grads]
+    expected, expected_grad = run(x, grads, absolute=False)
+    scale, grad_scale = run(x, [g.abs() for g in grads], absolute=True)
+    return expected, expected_grad, scale, grad_scale.abs()
+
+
+def _within_bf16_rounding(ours, exact, scale):
+    # One rounding of a float32 sum to bfloat16 (2**-8 relative at most),
+    # plus float32's accumulation error over the sum of absolute terms.
+    bound = 2**-8 * exact.abs() + 2**-16 * scale + 1e-30
+    excess = (ours.double() - exact).abs() - bound
+    assert excess.max() <= 0, f"{excess.max():.3g} past the bound"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 30),
+    st.integers(1, 30),
+    st.integers(0, 150),
+    st.integers(1, 40),
+    st.sampled_from(KINDS),
+    st.booleans(),
+    st.integers(0, 2**31 - 1),
+)
+def test_bf16_activations_and_gradients_match_float64(
+    num_src, num_dst, num_edges, width, kind, relu, seed
+):
+    # bfloat16 rows that require grad (a bfloat16 step's activations): the
+    # aggregation, its own rows and the gradient stay bfloat16, each value
+    # within one bfloat16 rounding of the exact one.
+    num_dst = min(num_dst, num_src)
+    generator = torch.Generator().manual_seed(seed)
+    dst = torch.sort(torch.randint(num_dst, (num_edges,), generator=generator))[0]
+    src = torch.randint(num_src, (num_edges,), generator=generator)
+    x = torch.randn(num_src, width, generator=generator).to(torch.bfloat16)
+    rowptr = torch.zeros(num_dst + 1, dtype=torch.long)
+    rowptr[1:] = torch.bincount(dst, minlength=num_dst).cumsum(0)
+    grads = torch.randn(2, num_dst, width, generator=generator).to(torch.bfloat16)
+    leaf = x.clone().requires_grad_()
+    agg, root = aggregate_neighbours(leaf, rowptr, src, kind, relu=relu)
+    assert agg.dtype == root.dtype == torch.bfloat16
+    torch.autograd.backward([agg, root], list(grads))
+    assert leaf.grad.dtype == torch.bfloat16
+    expected, expected_grad, scale, grad_scale = _bf16_reference(
+        x, rowptr, src, dst, kind, grads, relu
+    )
+    if kind == "max":  # the maximum is one of the inputs: exact
+        assert torch.equal(agg.double(), expected)
+    _within_bf16_rounding(agg, expected, scale)
+    assert torch.equal(root, torch.relu(x[:num_dst]) if relu else x[:num_dst])
+    _within_bf16_rounding(leaf.grad, expected_grad, grad_scale)
+
+
+def test_float32_sums_are_stored_as_bf16_under_bf16_autocast():
+    # Features (no grad) of a bfloat16 step: the products read the sums as
+    # they are. Outside autocast, the sums stay float32.
+    x, rowptr, src, _ = random_layer(0)
+    wide, _ = aggregate_neighbours(x, rowptr, src, "mean")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        narrow, root = aggregate_neighbours(x, rowptr, src, "mean")
+    assert wide.dtype == torch.float32
+    assert narrow.dtype == root.dtype == torch.bfloat16
+    assert torch.equal(narrow, wide.to(torch.bfloat16))

@@ -4,6 +4,8 @@ The reference is plain PyG in float32 on the whole graph (fan-out -1), so the
 only difference is bfloat16's rounding of the products.
 """
 
+import math
+
 import pytest
 import torch
 from conftest import random_graph
@@ -81,6 +83,49 @@ def test_bf16_training_steps_update_float32_master_weights():
     changed = zip(before, model.parameters(), strict=True)
     assert any(not torch.equal(a, b) for a, b in changed)
     assert losses[-1] < losses[0]
+
+
+def _elements_cast(step) -> int:
+    # Elements that changed dtype in a step (aten::_to_copy's inputs).
+    with torch.profiler.profile(record_shapes=True) as profiler:
+        step()
+    return sum(
+        math.prod(event.input_shapes[0])
+        for event in profiler.events()
+        if event.name == "aten::_to_copy" and event.input_shapes
+    )
+
+
+@pytest.mark.parametrize("name", ["sage", "gin"])
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.3])
+def test_a_bf16_step_casts_no_activation(name, hot_ratio):
+    # Features and hot values in bfloat16, every layer's rows stay bfloat16
+    # through the aggregation, forward and backward: what is cast is the
+    # weights (once per step) and their gradients, and the logits for the
+    # loss, never a layer's rows.
+    data = graph()
+    data.x = torch.randn(data.num_nodes, 96)
+    torch.manual_seed(0)
+    model = MODELS[name](96, 32, num_layers=3, out_channels=4)
+    loader = OrchNeighborLoader(
+        data, [8, 4, 2], batch_size=16, hot_ratio=hot_ratio,
+        feature_dtype=torch.bfloat16,
+    )  # fmt: skip
+    orch = OrchModel(model, loader, precision="bf16")
+    batch = next(iter(loader))
+
+    def step():
+        orch(batch).float().square().mean().backward()
+
+    step()  # the first step of a kernel specialisation compiles it
+    tensors = [*model.parameters(), *model.buffers()]
+    weights = sum(t.numel() for t in tensors)
+    logits = batch.batch_size * 4
+    # Each weight cast to bfloat16 and its gradient back, the logits to
+    # float32 and their gradient back, and a few scalars (loss, GIN's eps).
+    allowed = 2 * weights + 2 * logits + 16
+    assert _elements_cast(step) <= allowed
+    assert batch.x.numel() > allowed  # one cast of the features would tell
 
 
 def test_fp16_is_refused_on_the_cpu_with_the_fix():

@@ -14,9 +14,11 @@ Numeric choices:
   ``~degree * 2**-24`` of the sum of absolute values (worst case; about
   ``sqrt(degree) * 2**-24`` typically), the same order as PyG's path.
 - Half-width features (bfloat16, float16) arrive as their bits
-  (:data:`HALF_WIDTH_BITS`) and are widened to float32 as they are read:
-  half the bytes of the random row reads that bound these kernels, with
-  float32 sums.
+  (:data:`~pyg_orch.kernels.half_width.HALF_WIDTH_BITS`) and are widened to
+  float32 as they are read: half the bytes of the random row reads that
+  bound these kernels, with float32 sums. The sums can be stored as
+  bfloat16, each row rounded once (a bfloat16 training step's activations
+  stay bfloat16, never cast).
 - Every output row is owned by one loop iteration and summed in a fixed order
   (four neighbours at a time), so results never depend on the thread count.
   The order is not PyG's, so the two differ by rounding only.
@@ -39,13 +41,13 @@ import numpy.typing as npt
 from llvmlite import ir
 from numba import njit, parallel_chunksize, prange, types
 from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic
 
+from pyg_orch.kernels.half_width import HALF_WIDTH_BITS, as_float, narrow_row
 from pyg_orch.kernels.threading_layer import parallel_kernel
 
 __all__ = [
     "AGGREGATIONS",
-    "HALF_WIDTH_BITS",
     "aggregate",
     "gather_rows",
     "gcn_inverse_sqrt_degree",
@@ -104,54 +106,11 @@ def _line_elements(typingctx, array):
     return types.intp(array), codegen
 
 
-#: How half-width features reach the kernels, which NumPy has no dtype for:
-#: as their bits, bfloat16 as ``uint16`` and float16 as ``int16`` (e.g.
-#: ``x.view(torch.uint16).numpy()``). The kernels widen each value to
-#: float32 as they read it and accumulate in float32.
-HALF_WIDTH_BITS = {"bfloat16": np.dtype(np.uint16), "float16": np.dtype(np.int16)}
-
-
-@intrinsic
-def _widen_bits(typingctx, bits):
-    """float32 of half-width bits: bfloat16 for ``uint16``, float16 for ``int16``.
-
-    bfloat16 is the upper half of a float32, so its bits shifted up are that
-    float32; float16 is extended by LLVM's ``fpext`` (one instruction with
-    F16C). Both vectorise.
-    """
-    if bits not in (types.uint16, types.int16):
-        return None
-
-    def codegen(context, builder, signature, args):
-        value = args[0]
-        if signature.args[0] == types.int16:
-            half = builder.bitcast(value, ir.HalfType())
-            return builder.fpext(half, ir.FloatType())
-        wide = builder.shl(
-            builder.zext(value, ir.IntType(32)), ir.Constant(ir.IntType(32), 16)
-        )
-        return builder.bitcast(wide, ir.FloatType())
-
-    return types.float32(bits), codegen
-
-
-def _value(v):  # pragma: no cover - replaced by the overload in kernels
-    """The float a feature element stands for (see :data:`HALF_WIDTH_BITS`)."""
-    return v
-
-
-@overload(_value, inline="always")
-def _value_overload(v):
-    if isinstance(v, types.Float):
-        return lambda v: v
-    return lambda v: _widen_bits(v)
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _read(v, rectify: bool):
     # The value of v, or relu of it: a previous layer's activation applied as
     # its rows are read, so that no relu'd copy of them is ever written.
-    value = _value(v)
+    value = as_float(v)
     # float32's zero unifies with float64 rows to float64's.
     return np.float32(0.0) if rectify and value < 0 else value
 
@@ -241,20 +200,20 @@ def _gcn_row(colptr, row, x, tail, v, scale, o) -> None:
         wa, wb = _gcn_weight(row, e, v, scale), _gcn_weight(row, e + 1, v, scale)
         wc, wd = _gcn_weight(row, e + 2, v, scale), _gcn_weight(row, e + 3, v, scale)
         for f in range(o.shape[0]):
-            o[f] += (wa * _value(xa[f]) + wb * _value(xb[f])) + (
-                wc * _value(xc[f]) + wd * _value(xd[f])
+            o[f] += (wa * as_float(xa[f]) + wb * as_float(xb[f])) + (
+                wc * as_float(xc[f]) + wd * as_float(xd[f])
             )
         e += 4
     for rest in range(e, hi):
         xa = x[row[rest]]
         wa = _gcn_weight(row, rest, v, scale)
         for f in range(o.shape[0]):
-            o[f] += wa * _value(xa[f])
+            o[f] += wa * as_float(xa[f])
     # Plus the one self loop gcn_norm adds, then the common factor.
     w = scale[v]
     xv = x[v]
     for f in range(o.shape[0]):
-        o[f] = w * (o[f] + w * _value(xv[f]))
+        o[f] = w * (o[f] + w * as_float(xv[f]))
 
 
 @njit(cache=True, nogil=True)
@@ -271,15 +230,15 @@ def _max_row(colptr, row, x, tail, v, o) -> None:
             o[f] = max(
                 o[f],
                 max(
-                    max(_value(xa[f]), _value(xb[f])),
-                    max(_value(xc[f]), _value(xd[f])),
+                    max(as_float(xa[f]), as_float(xb[f])),
+                    max(as_float(xc[f]), as_float(xd[f])),
                 ),
             )
         e += 4
     for rest in range(e, hi):
         xa = x[row[rest]]
         for f in range(o.shape[0]):
-            o[f] = max(o[f], _value(xa[f]))
+            o[f] = max(o[f], as_float(xa[f]))
 
 
 @njit(cache=True, nogil=True)
@@ -305,14 +264,31 @@ def _weighted_row(colptr, row, x, tail, v, weight, code, o) -> None:
         w, xa = weight[e], x[row[e]]
         if code == _MAX:
             for f in range(o.shape[0]):
-                o[f] = max(o[f], w * _value(xa[f]))
+                o[f] = max(o[f], w * as_float(xa[f]))
         else:
             for f in range(o.shape[0]):
-                o[f] += w * _value(xa[f])
+                o[f] += w * as_float(xa[f])
     degree = np.float32(hi - lo)
     if code == _MEAN and degree > 1:
         for f in range(o.shape[0]):
             o[f] /= degree
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _aggregate_row(
+    colptr, row, x, tail, v, code, scale, weight, weighted, rectify, o
+) -> None:
+    # Node v's aggregation into the float row o.
+    if weighted:
+        _weighted_row(colptr, row, x, tail, v, weight, code, o)
+    elif code == _SUM:
+        _sum_row(colptr, row, x, tail, v, o, rectify)
+    elif code == _MEAN:
+        _mean_row(colptr, row, x, tail, v, o, rectify)
+    elif code == _MAX:
+        _max_row(colptr, row, x, tail, v, o)
+    else:
+        _gcn_row(colptr, row, x, tail, v, scale, o)
 
 
 @parallel_kernel(cache=True, nogil=True)
@@ -321,17 +297,28 @@ def _aggregate_kernel(
 ) -> None:
     for i in prange(nodes.shape[0]):
         _prefetch_slices(colptr, row, nodes, i)
-        v = nodes[i]
-        if weighted:
-            _weighted_row(colptr, row, x, tail, v, weight, code, out[i])
-        elif code == _SUM:
-            _sum_row(colptr, row, x, tail, v, out[i], rectify)
-        elif code == _MEAN:
-            _mean_row(colptr, row, x, tail, v, out[i], rectify)
-        elif code == _MAX:
-            _max_row(colptr, row, x, tail, v, out[i])
-        else:
-            _gcn_row(colptr, row, x, tail, v, scale, out[i])
+        _aggregate_row(
+            colptr, row, x, tail, nodes[i], code, scale, weight, weighted,
+            rectify, out[i],
+        )  # fmt: skip
+
+
+@parallel_kernel(cache=True, nogil=True)
+def _aggregate_narrow_kernel(
+    colptr, row, x, tail, nodes, code, scale, weight, weighted, rectify, out
+) -> None:
+    # bfloat16 out: each row summed in a float32 row of its chunk's, then
+    # rounded once as it is stored. Chunks of _CHUNK nodes, as the float
+    # kernel's dynamic schedule hands them out.
+    for chunk in prange((nodes.shape[0] + _CHUNK - 1) // _CHUNK):
+        summed = np.empty(out.shape[1], np.float32)
+        for i in range(chunk * _CHUNK, min(chunk * _CHUNK + _CHUNK, nodes.shape[0])):
+            _prefetch_slices(colptr, row, nodes, i)
+            _aggregate_row(
+                colptr, row, x, tail, nodes[i], code, scale, weight, weighted,
+                rectify, summed,
+            )  # fmt: skip
+            narrow_row(summed, out[i])
 
 
 @parallel_kernel(cache=True, nogil=True)
@@ -419,14 +406,17 @@ def aggregate(
         x: float32 or float64 ``[S, F]`` source features, C-contiguous
             (``S`` may differ from ``N``, as on a relation between two node
             types, except for ``"gcn"``), or half-width features as their
-            bits (:data:`HALF_WIDTH_BITS`), aggregated in float32.
+            bits (:data:`~pyg_orch.kernels.half_width.HALF_WIDTH_BITS`),
+            aggregated in float32.
         nodes: int64 or int32 ``[M]`` nodes to aggregate for, any order,
             repeats allowed.
         kind: one of :data:`~pyg_orch.kernels.aggregate.AGGREGATIONS`:
             ``"sum"``, ``"mean"``, ``"max"``, ``"gcn"``.
         out: ``[M, F]`` C-contiguous buffer of ``x``'s dtype (float32 for
             half-width bits) to write into (e.g. a pinned tensor's
-            ``.numpy()``).
+            ``.numpy()``), or for float32 sums, bfloat16 bits
+            (``uint16``): each row is then summed in float32 and rounded
+            once as it is stored.
         gcn_norm: :func:`gcn_inverse_sqrt_degree` of the graph in ``out``'s
             dtype, for ``"gcn"``; computed on the spot (an O(E) pass) when
             ``None``.
@@ -469,7 +459,8 @@ def aggregate(
     _check_rows(x, num_nodes if kind == "gcn" else _num_rows(x))
     dtype = _sum_dtype(x.dtype)
     nodes = _check_index(nodes, num_nodes, "nodes")
-    _check_out(out, (nodes.shape[0], x.shape[1]), dtype)
+    narrow = out.dtype == _BF16_BITS and dtype == np.float32
+    _check_out(out, (nodes.shape[0], x.shape[1]), _BF16_BITS if narrow else dtype)
     if kind == "gcn":
         scale = (
             gcn_inverse_sqrt_degree(colptr, row, dtype)
@@ -485,8 +476,10 @@ def aggregate(
     tail = _rows_spill_a_line(x)
     # Dynamic chunks, not Numba's default of one static slice per thread:
     # hubs would unbalance that. (Set here: inside the kernel it blocks caching.)
-    with parallel_chunksize(_CHUNK):
-        _aggregate_kernel(
+    # The narrowing kernel's iterations are chunks of _CHUNK nodes already.
+    kernel = _aggregate_narrow_kernel if narrow else _aggregate_kernel
+    with parallel_chunksize(1 if narrow else _CHUNK):
+        kernel(
             colptr, row, x, tail, nodes, AGGREGATIONS[kind], scale, weight,
             edge_weight is not None, relu, out,
         )  # fmt: skip
@@ -538,6 +531,7 @@ def _rows_spill_a_line(x: np.ndarray) -> bool:
 
 
 _INDEX_DTYPES = (np.int32, np.int64)
+_BF16_BITS = HALF_WIDTH_BITS["bfloat16"]
 _FLOAT_DTYPES = (np.float32, np.float64)
 
 

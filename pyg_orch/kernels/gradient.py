@@ -9,7 +9,8 @@ no scatter with read-modify-writes of random rows), while the destinations'
 gradient rows it reads are few and stay in cache. Each sum runs in
 destination order, so results never depend on the thread count.
 
-Numeric choices match the forward's: sums in the gradient's dtype; ``"mean"``
+Numeric choices match the forward's: sums in the gradient's dtype (float32
+for bfloat16, rounded once per row as it is stored); ``"mean"``
 divides a row's gradient by its degree; ``"max"`` splits a row's gradient
 evenly among the sources at its maximum, as the backward of PyG's edge-wise
 ``scatter(..., reduce="max")`` (``torch.scatter_reduce`` with ``"amax"``)
@@ -20,11 +21,11 @@ gradient that reaches no source.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import parallel_chunksize, prange
+from numba import njit, parallel_chunksize, prange
 
 from pyg_orch.kernels.aggregate import AGGREGATIONS
+from pyg_orch.kernels.half_width import HALF_WIDTH_BITS, as_float, narrow_row
 from pyg_orch.kernels.threading_layer import parallel_kernel
 
 __all__ = ["aggregate_gradient"]
@@ -34,7 +35,7 @@ _SUM, _MEAN, _MAX = (AGGREGATIONS[k] for k in ("sum", "mean", "max"))
 _CHUNK = 64
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _transpose(rowptr: np.ndarray, col: np.ndarray, num_src: int):
     # Counting sort of the edges by source: for source u, the destinations
     # reading it are rows[srcptr[u]:srcptr[u + 1]], in increasing order.
@@ -62,46 +63,71 @@ def _scale_kernel(rowptr, col, grad_out, code, x, out, scaled) -> None:
         if code == _MEAN:
             degree = max(hi - lo, 1)
             for f in range(g.shape[0]):
-                s[f] = g[f] / degree
+                s[f] = as_float(g[f]) / degree
             continue
         # Max: torch also counts the zero its scatter starts from.
         o = out[i]
         for f in range(g.shape[0]):
-            s[f] = 1.0 if o[f] == 0.0 else 0.0
+            s[f] = 1.0 if as_float(o[f]) == 0.0 else 0.0
         for e in range(lo, hi):
             source = x[col[e]]
             for f in range(g.shape[0]):
-                if source[f] == o[f]:
+                if as_float(source[f]) == as_float(o[f]):
                     s[f] += 1.0
         for f in range(g.shape[0]):
-            s[f] = g[f] / s[f]
+            s[f] = as_float(g[f]) / s[f]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gradient_row(srcptr, rows, scaled, code, x, out, grad_root, active, u, o):
+    # Source u's gradient into the float row o.
+    if u < grad_root.shape[0]:
+        root = grad_root[u]
+        for f in range(o.shape[0]):
+            o[f] = as_float(root[f])
+    else:
+        o[:] = 0.0
+    for p in range(srcptr[u], srcptr[u + 1]):
+        i = rows[p]
+        s = scaled[i]
+        if code == _MAX:
+            xu, top = x[u], out[i]
+            for f in range(o.shape[0]):
+                if as_float(xu[f]) == as_float(top[f]):
+                    o[f] += as_float(s[f])
+        else:
+            for f in range(o.shape[0]):
+                o[f] += as_float(s[f])
+    if active.shape[0] > 0:
+        # A relu's backward: no gradient where its output is not positive.
+        a = active[u]
+        for f in range(o.shape[0]):
+            if as_float(a[f]) <= 0.0:
+                o[f] = 0.0
 
 
 @parallel_kernel(cache=True, nogil=True)
 def _gather_kernel(srcptr, rows, scaled, code, x, out, grad_root, active, grad_x):
     for u in prange(grad_x.shape[0]):
-        o = grad_x[u]
-        if u < grad_root.shape[0]:
-            o[:] = grad_root[u]
-        else:
-            o[:] = 0.0
-        for p in range(srcptr[u], srcptr[u + 1]):
-            i = rows[p]
-            s = scaled[i]
-            if code == _MAX:
-                xu, top = x[u], out[i]
-                for f in range(o.shape[0]):
-                    if xu[f] == top[f]:
-                        o[f] += s[f]
-            else:
-                for f in range(o.shape[0]):
-                    o[f] += s[f]
-        if active.shape[0] > 0:
-            # A relu's backward: no gradient where its output is not positive.
-            a = active[u]
-            for f in range(o.shape[0]):
-                if a[f] <= 0.0:
-                    o[f] = 0.0
+        _gradient_row(
+            srcptr, rows, scaled, code, x, out, grad_root, active, u, grad_x[u]
+        )
+
+
+@parallel_kernel(cache=True, nogil=True)
+def _gather_narrow_kernel(
+    srcptr, rows, scaled, code, x, out, grad_root, active, grad_x
+) -> None:
+    # bfloat16 grad_x: each row summed in a float32 row of its chunk's, then
+    # rounded once as it is stored.
+    num_src = grad_x.shape[0]
+    for chunk in prange((num_src + _CHUNK - 1) // _CHUNK):
+        summed = np.empty(grad_x.shape[1], np.float32)
+        for u in range(chunk * _CHUNK, min(chunk * _CHUNK + _CHUNK, num_src)):
+            _gradient_row(
+                srcptr, rows, scaled, code, x, out, grad_root, active, u, summed
+            )
+            narrow_row(summed, grad_x[u])
 
 
 def aggregate_gradient(
@@ -126,10 +152,13 @@ def aggregate_gradient(
         rowptr: int64 ``[M + 1]`` row pointers of the destinations.
         col: int32 or int64 ``[E]`` source row of each edge, in ``[0, S)``.
         grad_out: ``[M, F]`` C-contiguous float32 or float64 gradient of the
-            aggregation's output.
+            aggregation's output, or bfloat16 bits
+            (:data:`~pyg_orch.kernels.half_width.HALF_WIDTH_BITS`).
         kind: ``"sum"``, ``"mean"`` or ``"max"``.
         grad_x: ``[S, F]`` C-contiguous buffer of ``grad_out``'s dtype, every
-            row of which is written (it need not be zeroed).
+            row of which is written (it need not be zeroed); for bfloat16
+            bits, each row is summed in float32 and rounded once. The other
+            arrays may be bfloat16 bits too.
         grad_root: ``[R, F]`` (``R <= S``) gradient of the sources' first
             ``R`` rows from elsewhere (the destinations' own rows), added.
         x: for ``"max"``: the ``[S, F]`` sources the forward aggregated.
@@ -165,9 +194,14 @@ def aggregate_gradient(
     code = AGGREGATIONS[kind]
     scaled = grad_out
     if kind != "sum":
-        scaled = np.empty_like(grad_out)
+        # Half-width gradients are shared out in float32.
+        half = grad_out.dtype in HALF_WIDTH_BITS.values()
+        scaled = np.empty(grad_out.shape, np.float32 if half else grad_out.dtype)
         _scale_kernel(rowptr, col, grad_out, code, x, out, scaled)
     srcptr, rows = _transpose(rowptr, col, grad_x.shape[0])
-    with parallel_chunksize(_CHUNK):
-        _gather_kernel(srcptr, rows, scaled, code, x, out, grad_root, active, grad_x)
+    narrow = grad_x.dtype == HALF_WIDTH_BITS["bfloat16"]
+    kernel = _gather_narrow_kernel if narrow else _gather_kernel
+    # The narrowing kernel's iterations are chunks of _CHUNK rows already.
+    with parallel_chunksize(1 if narrow else _CHUNK):
+        kernel(srcptr, rows, scaled, code, x, out, grad_root, active, grad_x)
     return grad_x

@@ -125,7 +125,8 @@ def conv_output(conv: torch.nn.Module, aggregation: Tensor, x_dst: Tensor) -> Te
         return F.normalize(out, p=2.0, dim=-1) if conv.normalize else out
     if isinstance(conv, GraphConv):
         return _sum_of_linears(conv.lin_rel, aggregation, conv.lin_root, x_dst)
-    return conv.nn(aggregation + (1 + conv.eps) * x_dst)
+    # eps is a float32 [1] buffer, which would widen bfloat16 rows to float32.
+    return conv.nn(aggregation + (1 + conv.eps).to(x_dst.dtype) * x_dst)
 
 
 def _sum_of_linears(first, x_first: Tensor, second, x_second: Tensor) -> Tensor:

@@ -76,7 +76,8 @@ class OrchModel(torch.nn.Module):
         precision: ``"fp32"``; ``"bf16"`` runs the forward pass (and so the
             backward) under ``torch.autocast`` in bfloat16, the parameters
             staying float32 (master weights): the convs' and linear layers'
-            products run in bfloat16, pyg_orch's aggregations in float32.
+            products run in bfloat16, and pyg_orch's aggregations sum in
+            float32 and store bfloat16, so no layer's rows are cast.
             ``"fp16"`` does so in float16, on CUDA only (train it with a
             ``torch.amp.GradScaler``). :meth:`inference` stays in the model's
             dtype.

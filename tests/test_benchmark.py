@@ -3,6 +3,7 @@
 import argparse
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -100,6 +101,19 @@ def test_aggregate_benchmark_times_the_kernel_on_bfloat16_and_float32(capsys):
     assert 0 < float(wide.split()[-1]) < 1e-2
 
 
+def _profile_shares(lines: list[str], precision: str) -> dict[str, float]:
+    # The categories of the profile of one precision's steps, in percent.
+    start = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith(f"profile of pyg_orch's {precision}")
+    )
+    return {
+        line.split()[0]: float(line.split()[-1].rstrip("%"))
+        for line in lines[start + 1 : start + 6]
+    }
+
+
 def test_step_benchmark_times_both_ways_and_profiles(capsys):
     argv = ["step", "--num-nodes", "3000", "--batch-size", "64", "--batches", "2",
             "--rounds", "1", "--hidden-channels", "16"]  # fmt: skip
@@ -108,15 +122,28 @@ def test_step_benchmark_times_both_ways_and_profiles(capsys):
     ours = next(line for line in lines if line.startswith("pyg_orch aggregation"))
     pyg = next(line for line in lines if line.startswith("PyG propagate"))
     assert ours.endswith("1.00x") and float(pyg.split()[-6]) > 0
-    shares = {
-        line.split()[0]: float(line.split()[-1].rstrip("%"))
-        for line in lines
-        if line.strip().startswith(("products", "aggregation", "rest"))
-        and line.strip().endswith("%")
-    }
-    assert set(shares) == {"products", "aggregation", "rest"}
+    shares = _profile_shares(lines, "fp32")
+    assert list(shares) == ["products", "aggregation", "casts", "optimizer", "rest"]
     assert shares["products"] > 0 and shares["aggregation"] > 0
-    assert abs(sum(shares.values()) - 100) <= 2
+    assert shares["optimizer"] > 0
+    assert abs(sum(shares.values()) - 100) <= 3
+
+
+def test_step_benchmark_times_bf16_on_the_same_batches(capsys):
+    argv = ["step", "--num-nodes", "3000", "--batch-size", "64", "--batches", "2",
+            "--rounds", "1", "--hidden-channels", "16",
+            "--precisions", "fp32", "bf16"]  # fmt: skip
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    support = next(line for line in lines if line.startswith("CPU capability"))
+    assert re.search(r"bf16 products (native|emulated) here: .* takes [\d.]+x", support)
+    bf16 = next(
+        line for line in lines if line.startswith("pyg_orch aggregation (Numba), bf16")
+    )
+    assert float(bf16.split()[-6]) > 0
+    shares = _profile_shares(lines, "bf16")
+    assert shares["products"] > 0 and shares["aggregation"] > 0
+    assert abs(sum(shares.values()) - 100) <= 3
 
 
 def test_aggregate_benchmark_prints_a_row_per_way(capsys):

@@ -9,9 +9,10 @@ and DGL, never pyg_orch, and prints its medians as one JSON line.
 It trains what the PyG rows train: a GraphSAGE of ``dgl.nn.SAGEConv``
 (mean, ReLU between layers, no dropout, as PyG's ``GraphSAGE`` defaults),
 with DGL's ``NeighborSampler`` and ``DataLoader`` on the same seeds, fan-outs,
-batch size and Adam settings. DGL samples every layer afresh for all the
-nodes of the hops above it (blocks), so its edge count is the sum over its
-blocks.
+batch size and Adam settings; for ``--precisions ... bf16`` a second row runs
+the model under ``torch.autocast`` in bfloat16. DGL samples every layer
+afresh for all the nodes of the hops above it (blocks), so its edge count is
+the sum over its blocks.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ import torch.nn.functional as F
 NAME = "DGL DataLoader + dgl.nn.SAGEConv"
 
 
-def measure(python: str, data: Any, args: argparse.Namespace) -> dict:
+def measure(
+    python: str, data: Any, args: argparse.Namespace, precision: str = "fp32"
+) -> dict:
     """Times DGL's training batches on this graph with ``python``.
 
     Args:
@@ -44,6 +47,10 @@ def measure(python: str, data: Any, args: argparse.Namespace) -> dict:
             ``train_mask``, the seeds.
         args: ``num_neighbors``, ``batch_size``, ``hidden_channels``,
             ``batches``, ``warmup`` and ``seed``.
+        precision: ``"fp32"``, or ``"bf16"``: the model's forward pass
+            (and so its backward) under ``torch.autocast("cpu",
+            dtype=torch.bfloat16)``, DGL's own best on a CPU with native
+            bfloat16 products.
 
     Returns:
         The fields of ``epoch.Measurement``: medians per batch, peak RSS.
@@ -74,6 +81,7 @@ def measure(python: str, data: Any, args: argparse.Namespace) -> dict:
         )
         threads = str(torch.get_num_threads())
         command = [python, __file__, str(graph), "--threads", threads]
+        command += ["--precision", precision]
         command += ["--num-neighbors", *map(str, args.num_neighbors)]
         for name in ("batch_size", "hidden_channels", "batches", "warmup", "seed"):
             command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
@@ -125,6 +133,8 @@ def _time_batches(args: argparse.Namespace) -> dict:
     channels = [x.size(1), *hidden, int(y.max()) + 1]
     model = _GraphSAGE(dgl.nn.SAGEConv, channels)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    # float32 master weights, products in bfloat16 under autocast.
+    autocast = args.precision == "bf16"
     setup_s = time.perf_counter() - start
     batches = iter(loader)
     rows = []
@@ -135,7 +145,9 @@ def _time_batches(args: argparse.Namespace) -> dict:
         features, labels = x[input_nodes], y[seeds]
         gathered = time.perf_counter()
         optimizer.zero_grad()
-        F.cross_entropy(model(blocks, features), labels).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = model(blocks, features)
+        F.cross_entropy(out.float(), labels).backward()
         optimizer.step()
         done = time.perf_counter()
         if step >= args.warmup:
@@ -146,7 +158,7 @@ def _time_batches(args: argparse.Namespace) -> dict:
             ))  # fmt: skip
     medians = [statistics.median(column) for column in zip(*rows, strict=True)]
     return {
-        "name": NAME,
+        "name": NAME if args.precision == "fp32" else f"{NAME}, autocast bf16",
         "sample_ms": 1000 * medians[0],
         "gather_ms": 1000 * medians[1],
         "train_ms": 1000 * medians[2],
@@ -164,6 +176,7 @@ def _main() -> None:
     parser.add_argument("graph")
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--num-neighbors", type=int, nargs="+", required=True)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     for name in ("batch-size", "hidden-channels", "batches", "warmup", "seed"):
         parser.add_argument(f"--{name}", type=int, required=True)
     args = parser.parse_args()

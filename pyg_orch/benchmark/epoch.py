@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from pyg_orch.benchmark import dgl_peer
+from pyg_orch.benchmark.bf16_support import bf16_support
 from pyg_orch.benchmark.graph import BENCHMARK_DEFAULTS, add_graph_arguments
 from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.spawned import run_spawned
@@ -262,22 +263,29 @@ def run(args: argparse.Namespace) -> BarChart:
         f"batches after {args.warmup} warm-up; {torch.get_num_threads()} threads",
         flush=True,
     )
+    if "bf16" in getattr(args, "precisions", ["fp32"]):
+        print(bf16_support(), flush=True)
     configurations = _configurations(task, args)
     with tempfile.TemporaryDirectory() as folder:
         graph_path = str(Path(folder) / "graph.pt")
         torch.save(data, graph_path)
-        peer = _dgl_row(dgl_python, data, args) if dgl_python else None
+        peers = [
+            _dgl_row(dgl_python, data, args, precision)
+            for precision in (
+                getattr(args, "precisions", ["fp32"]) if dgl_python else []
+            )
+        ]
         del data
         results = [
             _in_child(name, ratio, graph_path, args, precision)
             for name, ratio, precision in configurations
         ]
-    _print_table(results + ([peer] if peer else []))
+    _print_table(results + peers)
     _print_against_autocast(configurations, results)
-    if peer:
-        orch = [r for r in results if r.name.startswith("pyg_orch")]
-        _print_against(peer, orch, "DGL", "DGL's")
-        results.append(peer)
+    orch = [r for r in results if r.name.startswith("pyg_orch")]
+    for peer in peers:
+        _print_against(peer, orch, peer.name, "its")
+    results += peers
     return BarChart(
         "milliseconds per batch (median)",
         [r.name for r in results],
@@ -290,9 +298,11 @@ def run(args: argparse.Namespace) -> BarChart:
     )
 
 
-def _dgl_row(python: str, data, args: argparse.Namespace) -> Measurement:
+def _dgl_row(
+    python: str, data, args: argparse.Namespace, precision: str
+) -> Measurement:
     # Measured first, before the spawned children, in DGL's own interpreter.
-    fields = dgl_peer.measure(python, data, args)
+    fields = dgl_peer.measure(python, data, args, precision)
     print(f"DGL row: {fields.pop('versions')}, run by {python}", flush=True)
     return Measurement(**fields)
 

@@ -1,28 +1,31 @@
 """The training step of one batch: pyg_orch's aggregation against PyG's, profiled.
 
 Times the forward, backward and Adam step of GraphSAGE on the same batches of
-the power-law graph two ways, interleaved batch by batch so that both see the
+the power-law graph, interleaved batch by batch so that every way sees the
 same machine: ``OrchModel`` aggregating with pyg_orch's kernels, and the same
 ``OrchModel`` with every conv run through PyG's ``propagate``
 (``torch.sparse.mm`` on a CSR adjacency; a conv with a hook takes that path).
+With ``--precisions fp32 bf16`` it also times ``OrchModel(precision="bf16")``
+on the same batches in bfloat16, and prints the CPU's bfloat16 support.
 Then profiles pyg_orch's steps with the torch profiler and splits their time
 into matrix products (the floor: the same products in any implementation),
-aggregation, and the rest. The default run takes about two minutes on 2 CPU
-cores, most of it choosing the hot vertices.
-"""
+aggregation, casts, the optimizer and the rest. The default run takes about
+two minutes on 2 CPU cores, most of it choosing the hot vertices."""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import itertools
 import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 from torch_geometric.data import Data
 
+from pyg_orch.benchmark.bf16_support import bf16_support
 from pyg_orch.benchmark.graph import (
     BENCHMARK_DEFAULTS,
     add_graph_arguments,
@@ -35,9 +38,13 @@ from pyg_orch.loading.node_loader import OrchNeighborLoader
 from pyg_orch.nn.model import OrchModel
 from pyg_orch.options import add_option, hot_fraction, positive_int
 
-# Profiler rows by what they are: the products, pyg_orch's aggregation.
+# Profiler rows by what they are: the products, pyg_orch's aggregation (and
+# what runs inside it), the casts, the optimizer's step (all it runs).
 _PRODUCTS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm")
 _AGGREGATION = ("_Aggregate", "_AggregateBackward")
+_CASTS = ("aten::copy_", "aten::_to_copy")
+_OPTIMIZER = "optimizer step"
+_CATEGORIES = ("products", "aggregation", "casts", "optimizer", "rest")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="batches, each timed once per way (default: %(default)s)",
     )
     parser.add_argument(
+        "--precisions",
+        nargs="+",
+        choices=["fp32", "bf16"],
+        default=["fp32"],
+        help="OrchModel precisions, each step timed on the same batches in turn "
+        "(default: fp32)",
+    )
+    parser.add_argument(
         "--rounds",
         type=positive_int,
         default=3,
@@ -63,14 +78,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> BarChart:
-    """Builds the graph and batches, times both ways, profiles, prints."""
+    """Builds the graph and batches, times every way, profiles, prints."""
     data, description = benchmark_graph(args)
     torch.manual_seed(args.seed)
     loader = OrchNeighborLoader(
         data, hot_ratio=args.hot_ratio, hot_method=args.hot_method,
         **loader_arguments(data, args),
     )  # fmt: skip
-    model = OrchModel(graph_sage(data, args), loader)
+    module = graph_sage(data, args)
+    steps = {  # wrapped before the loader's first batch
+        precision: _step(OrchModel(copy.deepcopy(module), loader, precision=precision))
+        for precision in args.precisions
+    }
     batches = list(itertools.islice(loader, args.batches + 1))
     print(
         f"{description}; GraphSAGE hidden {args.hidden_channels}, fan-outs "
@@ -78,21 +97,51 @@ def run(args: argparse.Namespace) -> BarChart:
         f"{len(batches) - 1} batches x {args.rounds} rounds, each way once per batch "
         f"in turn (after one warm-up batch); {torch.get_num_threads()} threads"
     )
-    step = _step(model)
+    if "bf16" in args.precisions:
+        print(bf16_support())
+        print(
+            "bf16: OrchModel(precision='bf16') on the same batches, their "
+            "features and hot values in bfloat16 (as feature_dtype=torch.bfloat16 "
+            "gathers them)"
+        )
+    inputs = {"fp32": batches, "bf16": [_in_bf16(batch) for batch in batches]}
     ways = {
-        "pyg_orch aggregation (Numba)": lambda: None,
-        "PyG propagate (torch.sparse.mm)": lambda: _hook_convs(model),
+        f"pyg_orch aggregation (Numba){_tag(p)}": (_no_hooks, steps[p], inputs[p])
+        for p in args.precisions
     }
-    milliseconds = _interleaved(ways, step, batches, args.rounds)
-    pyg_orch, pyg = milliseconds.values()
+    if "fp32" in steps:
+        hooked = steps["fp32"].model  # type: ignore[attr-defined]
+        ways["PyG propagate (torch.sparse.mm)"] = (
+            lambda: _hook_convs(hooked), steps["fp32"], batches,
+        )  # fmt: skip
+    milliseconds = _interleaved(ways, args.rounds)
+    first = next(iter(milliseconds.values()))
     for name, ms in milliseconds.items():
-        print(f"{name:<34}{ms:>9.1f} ms per train step{ms / pyg_orch:>8.2f}x")
-    print(f"pyg_orch's step takes {pyg_orch / pyg:.2f}x the time of PyG's path")
-    shares = _profile(step, batches[1:])
+        print(f"{name:<34}{ms:>9.1f} ms per train step{ms / first:>8.2f}x")
+    shares = {
+        precision: _profile(steps[precision], inputs[precision][1:], precision)
+        for precision in args.precisions
+    }
+    products = next(iter(shares.values()))["products"]
     return BarChart(
-        "train step (median ms)", list(milliseconds), {"ms": [pyg_orch, pyg]},
-        f"ms per step; products {shares['products']:.0%} of pyg_orch's",
+        "train step (median ms)", list(milliseconds),
+        {"ms": list(milliseconds.values())},
+        f"ms per step; products {products:.0%} of pyg_orch's "
+        f"{args.precisions[0]} step",
     )  # fmt: skip
+
+
+def _tag(precision: str) -> str:
+    return "" if precision == "fp32" else f", {precision}"
+
+
+def _in_bf16(batch: Data) -> Data:
+    # The batch as a loader with feature_dtype=torch.bfloat16 gives it.
+    narrow = batch.clone()
+    for name in ("x", "hot_agg"):
+        if name in narrow and narrow[name].is_floating_point():
+            narrow[name] = narrow[name].to(torch.bfloat16)
+    return narrow
 
 
 def _step(model: OrchModel) -> Callable[[Data], None]:
@@ -102,9 +151,15 @@ def _step(model: OrchModel) -> Callable[[Data], None]:
         optimizer.zero_grad()
         out = model(batch)
         F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
-        optimizer.step()
+        with record_function(_OPTIMIZER):
+            optimizer.step()
 
+    step.model = model  # type: ignore[attr-defined]
     return step
+
+
+def _no_hooks() -> list:
+    return []
 
 
 def _hook_convs(model: OrchModel) -> list:
@@ -115,14 +170,14 @@ def _hook_convs(model: OrchModel) -> list:
     ]
 
 
-def _interleaved(ways, step, batches, rounds) -> dict[str, float]:
+def _interleaved(ways, rounds) -> dict[str, float]:
     seconds: dict[str, list[float]] = {name: [] for name in ways}
-    for setup in ways.values():  # warm-up, compiles the kernels
+    for setup, step, batches in ways.values():  # warm-up, compiles the kernels
         _timed(setup, step, batches[0])
     for _ in range(rounds):
-        for batch in batches[1:]:
-            for name, setup in ways.items():
-                seconds[name].append(_timed(setup, step, batch))
+        for index in range(1, len(next(iter(ways.values()))[2])):
+            for name, (setup, step, batches) in ways.items():
+                seconds[name].append(_timed(setup, step, batches[index]))
     return {name: median_ms(values) for name, values in seconds.items()}
 
 
@@ -137,28 +192,46 @@ def _timed(setup, step, batch) -> float:
             hook.remove()
 
 
-def _profile(step, batches) -> dict[str, float]:
+def _category(event) -> str:
+    # An operator's kind: the optimizer's by where it ran; products and
+    # casts by name; the aggregation's by where it ran; else the rest.
+    parent = event
+    while parent is not None:
+        if parent.name == _OPTIMIZER:
+            return "optimizer"
+        parent = parent.cpu_parent
+    if event.name in _PRODUCTS:
+        return "products"
+    if event.name in _CASTS:
+        return "casts"
+    parent = event
+    while parent is not None:
+        if parent.name in _AGGREGATION:
+            return "aggregation"
+        parent = parent.cpu_parent
+    return "rest"
+
+
+def _profile(step, batches, precision: str) -> dict[str, float]:
     # Self CPU time of every operator over pyg_orch's steps, by kind.
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         for batch in batches:
             step(batch)
-    events = profiler.key_averages()
+    events = [event for event in profiler.events() if event.device_type.name == "CPU"]
     total = sum(event.self_cpu_time_total for event in events)
     per_step = total / 1000 / len(batches)
-    groups = {"products": _PRODUCTS, "aggregation": _AGGREGATION}
-    shares = {
-        kind: sum(e.self_cpu_time_total for e in events if e.key in names) / total
-        for kind, names in groups.items()
-    }
-    shares["rest"] = 1 - sum(shares.values())
+    shares = dict.fromkeys(_CATEGORIES, 0.0)
+    for event in events:
+        shares[_category(event)] += event.self_cpu_time_total / total
     print(
-        f"profile of pyg_orch's steps ({len(batches)} batches): {per_step:.1f} ms of "
-        f"operator time per step"
+        f"profile of pyg_orch's {precision} steps ({len(batches)} batches): "
+        f"{per_step:.1f} ms of operator time per step"
     )
     for kind, share in shares.items():
         print(f"  {kind:<12}{share * per_step:>9.1f} ms {share:>6.0%}")
     print("  the largest operators (self CPU time per step):")
-    for event in sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]:
+    averages = profiler.key_averages()
+    for event in sorted(averages, key=lambda e: -e.self_cpu_time_total)[:8]:
         ms = event.self_cpu_time_total / 1000 / len(batches)
         print(
             f"    {event.key:<36}{ms:>9.1f} ms {event.count // len(batches):>4} calls"
@@ -166,6 +239,8 @@ def _profile(step, batches) -> dict[str, float]:
     print(
         f"products: {', '.join(_PRODUCTS)} (the linear layers, forward and "
         f"backward): the floor of any implementation at these sizes, "
-        f"{shares['products'] * per_step:.1f} ms per step"
+        f"{shares['products'] * per_step:.1f} ms per step; casts: "
+        f"{', '.join(_CASTS)} (every dtype conversion, and the copies of same "
+        f"dtype)"
     )
     return shares

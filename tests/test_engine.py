@@ -173,6 +173,7 @@ def test_install_is_idempotent():
     assert engine.fix_partition_load() is False
     assert engine.fix_negative_sampling() is False
     assert engine.fix_hetero_columns() is False
+    assert engine.fix_empty_types() is False
     assert all(pyg_lib_ops.op_defined(name) for name in pyg_lib_ops.SCHEMAS)
 
 
@@ -301,3 +302,19 @@ def test_pyg_still_has_the_bugs_the_engine_works_around():
 
     hotfix = "num_cols = int(col.max()) + 1"
     assert hotfix in inspect.getsource(graph_store), "drop fix_hetero_columns"
+    from torch_geometric.distributed import LocalFeatureStore
+
+    mapping = inspect.getsource(LocalFeatureStore._set_global_id_to_index.__wrapped__)
+    assert "int(global_id.max()) + 1" in mapping, "drop fix_empty_types"
+
+
+def test_a_node_type_without_nodes_in_a_partition_loads(tmp_path):
+    # A partition can own no node of a small type: PyG's store then failed
+    # on the empty ids' max().
+    from torch_geometric.distributed import LocalFeatureStore
+
+    store = LocalFeatureStore()
+    store.put_global_id(torch.tensor([4, 2]), "paper")
+    store.put_global_id(torch.empty(0, dtype=torch.long), "author")
+    assert store.get_global_id("author").numel() == 0
+    assert store._global_id_to_index["paper"].tolist() == [-1, -1, 1, -1, 0]

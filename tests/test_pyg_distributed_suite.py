@@ -49,7 +49,7 @@ def test_pyg_distributed_tests_pass_without_pyg_lib():
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-c", str(SUITE / "pytest.ini"),
          str(SUITE), "-q", "-rs", "-p", "no:cacheprovider", "-W", "ignore"],
-        capture_output=True, text=True, cwd=SUITE, timeout=1500,
+        capture_output=True, text=True, cwd=SUITE, timeout=900,
         env={**os.environ, "PYTHONPATH": _python_path()},
     )  # fmt: skip
     output = result.stdout + result.stderr

@@ -77,6 +77,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def saved_name(args: argparse.Namespace) -> str:
+    """The name ``--save`` gives this run's table: ``step``, or ``step_bf16``.
+
+    Example:
+        >>> saved_name(argparse.Namespace(precisions=["fp32", "bf16"]))
+        'step_bf16'
+    """
+    narrow = [p for p in args.precisions if p != "fp32"]
+    return "_".join(["step", *narrow])
+
+
 def run(args: argparse.Namespace) -> BarChart:
     """Builds the graph and batches, times every way, profiles, prints."""
     data, description = benchmark_graph(args)

@@ -45,7 +45,11 @@ import torch_geometric.distributed.dist_neighbor_sampler as _dist_sampler
 import torch_geometric.distributed.rpc as _dist_rpc
 import torch_geometric.typing
 from torch import Tensor
-from torch_geometric.distributed import DistNeighborSampler, Partitioner
+from torch_geometric.distributed import (
+    DistNeighborSampler,
+    LocalFeatureStore,
+    Partitioner,
+)
 from torch_geometric.distributed.event_loop import to_asyncio_future
 from torch_geometric.distributed.rpc import rpc_async
 from torch_geometric.sampler import SamplerOutput
@@ -237,6 +241,37 @@ def fix_hetero_columns() -> bool:
     )
 
 
+def _empty_types_mapped(set_index: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(set_index)
+    def set_global_id_to_index(self: Any, group_name: Any) -> None:
+        global_id = self.get_global_id(group_name)
+        if global_id is not None and global_id.numel() == 0:
+            self._global_id_to_index[group_name] = global_id.new_full((0,), -1)
+            return
+        set_index(self, group_name)
+
+    return set_global_id_to_index
+
+
+def fix_empty_types() -> bool:
+    """Lets a partition hold no node of a type.
+
+    ``LocalFeatureStore`` maps global ids to rows through ``global_id.max()``,
+    which fails on an empty tensor: a heterogeneous partition without a node
+    of some type (a small type METIS put in other parts) could not be loaded
+    (``max(): Expected reduction dim to be specified``). The map of a type
+    without nodes here is empty.
+
+    Returns:
+        Whether this call wrapped it (not on a second call).
+
+    Example:
+        >>> fix_empty_types()  # import pyg_orch.distributed did
+        False
+    """
+    return _wrap_once(LocalFeatureStore, "_set_global_id_to_index", _empty_types_mapped)
+
+
 def _own_rpc_store(init_rpc: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(init_rpc)
     def init_rpc_with_own_store(*args: Any, **kwargs: Any) -> None:
@@ -399,6 +434,7 @@ def install() -> None:
     fix_partition_load()
     fix_negative_sampling()
     fix_hetero_columns()
+    fix_empty_types()
     fix_rpc_under_torchrun()
     fix_early_requests()
     warm_up()

@@ -12,11 +12,13 @@ from __future__ import annotations
 import faulthandler
 import os
 import pickle
+import random
 import signal
 import socket
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
@@ -28,17 +30,49 @@ _POLL = 0.05
 _GRACE = 1.0
 # The signal on which a rank prints every thread's stack (not on Windows).
 _STACKS = getattr(signal, "SIGUSR1", None)
+# Where Linux keeps the ephemeral port range; free ports are taken above this.
+_PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+_LOWEST_PORT = 10000
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The range of ports the kernel gives outgoing connections (inclusive).
+
+    Read from Linux's ``ip_local_port_range``; elsewhere the IANA range.
+
+    Example:
+        >>> low, high = ephemeral_ports()
+        >>> 1024 < low <= high < 65536
+        True
+    """
+    try:
+        low, high = Path(_PORT_RANGE).read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535
 
 
 def free_port() -> int:
-    """A TCP port of 127.0.0.1 that no process listens on now.
+    """A TCP port of 127.0.0.1 that no process listens on now, outside
+    :func:`ephemeral_ports`.
+
+    A store's port in the ephemeral range can be taken before its owner
+    listens on it: a peer that connects first may be given that very port
+    for its own end (a TCP self-connect), and then waits on itself forever.
 
     Example:
-        >>> 0 < free_port() < 65536
+        >>> port = free_port()
+        >>> 0 < port < ephemeral_ports()[0]
         True
     """
+    low, _ = ephemeral_ports()
+    choose = random.SystemRandom()  # leaves the users' seeded generators alone
+    for _ in range(100):
+        port = choose.randrange(_LOWEST_PORT, low)
+        if _port_is_free(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", 0))  # all taken: the kernel's choice
         return sock.getsockname()[1]
 
 

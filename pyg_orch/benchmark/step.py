@@ -97,10 +97,11 @@ def run(args: argparse.Namespace) -> BarChart:
         **loader_arguments(data, args),
     )  # fmt: skip
     module = graph_sage(data, args)
-    steps = {  # wrapped before the loader's first batch
-        precision: _step(OrchModel(copy.deepcopy(module), loader, precision=precision))
+    models = {  # wrapped before the loader's first batch
+        precision: OrchModel(copy.deepcopy(module), loader, precision=precision)
         for precision in args.precisions
     }
+    steps = {precision: _step(model) for precision, model in models.items()}
     batches = list(itertools.islice(loader, args.batches + 1))
     print(
         f"{description}; GraphSAGE hidden {args.hidden_channels}, fan-outs "
@@ -121,9 +122,8 @@ def run(args: argparse.Namespace) -> BarChart:
         for p in args.precisions
     }
     if "fp32" in steps:
-        hooked = steps["fp32"].model  # type: ignore[attr-defined]
         ways["PyG propagate (torch.sparse.mm)"] = (
-            lambda: _hook_convs(hooked), steps["fp32"], batches,
+            lambda: _hook_convs(models["fp32"]), steps["fp32"], batches,
         )  # fmt: skip
     milliseconds = _interleaved(ways, args.rounds)
     first = next(iter(milliseconds.values()))
@@ -165,7 +165,6 @@ def _step(model: OrchModel) -> Callable[[Data], None]:
         with record_function(_OPTIMIZER):
             optimizer.step()
 
-    step.model = model  # type: ignore[attr-defined]
     return step
 
 
@@ -206,21 +205,22 @@ def _timed(setup, step, batch) -> float:
 def _category(event) -> str:
     # An operator's kind: the optimizer's by where it ran; products and
     # casts by name; the aggregation's by where it ran; else the rest.
-    parent = event
-    while parent is not None:
-        if parent.name == _OPTIMIZER:
-            return "optimizer"
-        parent = parent.cpu_parent
+    if _ran_inside(event, (_OPTIMIZER,)):
+        return "optimizer"
     if event.name in _PRODUCTS:
         return "products"
     if event.name in _CASTS:
         return "casts"
-    parent = event
-    while parent is not None:
-        if parent.name in _AGGREGATION:
-            return "aggregation"
-        parent = parent.cpu_parent
-    return "rest"
+    return "aggregation" if _ran_inside(event, _AGGREGATION) else "rest"
+
+
+def _ran_inside(event, names) -> bool:
+    # Whether the event or one of its callers is named in names.
+    while event is not None:
+        if event.name in names:
+            return True
+        event = event.cpu_parent
+    return False
 
 
 def _profile(step, batches, precision: str) -> dict[str, float]:

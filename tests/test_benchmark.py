@@ -343,6 +343,25 @@ def test_pipeline_benchmark_prints_each_mode_with_and_without_prefetch(capsys):
         assert 0 <= float(row.split()[5].rstrip("%")) <= 100
 
 
+@pytest.mark.parametrize(
+    "graph", [["--num-nodes", "2000"], ["--hetero", "--scale", "0.002"]]
+)
+def test_inference_benchmark_times_both_ways(capsys, graph):
+    assert main(["inference", *graph, "--repeats", "2"]) == 0
+    rows = [
+        line.split("|")[1:-1]
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith(("| plain", "| OrchModel"))
+    ]
+    assert [row[0].strip() for row in rows] == [
+        "plain PyG forward on the whole graph",
+        "OrchModel.inference",
+    ]
+    first, later, *ratios = (float(cell.strip().rstrip("x")) for cell in rows[1][1:])
+    assert first > 0 and later > 0
+    assert ratios == pytest.approx([first / later, float(rows[0][2]) / later], 0.02)
+
+
 @pytest.mark.slow
 def test_gpu_benchmark_runs_in_bf16_on_the_cpu_too(capsys):
     argv = ["gpu", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "2",

@@ -428,6 +428,31 @@ def test_inference_matches_the_whole_graph_forward(data, make):
         check_close(out[node_type], value)
 
 
+def test_inference_rebuilds_a_relation_only_for_new_or_changed_edges(data):
+    model, reference = build(sage, data)
+    orch = OrchModel(model)
+    relation = ("paper", "cites", "paper")
+    shuffled = data.clone()
+    edge_index = data[relation].edge_index
+    # Another graph whose edges may be allocated where the first one's were.
+    shuffled[relation].edge_index = edge_index[:, ::2].flip(0).contiguous()
+    changed = data.clone()
+    changed[relation].edge_index = edge_index.clone()
+
+    def check(graph):
+        out = orch.inference(graph)
+        with torch.no_grad():
+            expected = reference(graph.x_dict, graph.edge_index_dict)
+        for node_type, value in expected.items():
+            check_close(out[node_type], value)
+
+    for graph in (data, shuffled, data, changed):
+        check(graph)
+    sources = changed[relation].edge_index[0]
+    sources.copy_(sources.flip(0))  # the same tensor, changed in place
+    check(changed)
+
+
 # 5. Refusals -----------------------------------------------------------------
 
 

@@ -19,7 +19,6 @@ import torch
 from torch import Tensor
 from torch_geometric.data import HeteroData
 from torch_geometric.nn.conv import MessagePassing
-from torch_geometric.sampler.utils import to_csc
 
 from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.nn.convs import (
@@ -29,6 +28,7 @@ from pyg_orch.nn.convs import (
     csr_adjacency,
     reads_edge_value,
 )
+from pyg_orch.nn.whole_graph import WholeGraph
 
 EdgeType = tuple[str, str, str]
 
@@ -86,9 +86,9 @@ class _Forward:
     x: dict[str, Tensor]
     hot_index: dict[str, Tensor]
     hot_agg: dict[EdgeType, Tensor]
-    # For inference: each relation's whole CSC graph; every destination row
-    # of every layer then gets its full-neighbourhood aggregate.
-    whole: dict[EdgeType, tuple[Tensor, Tensor]] | None = None
+    # For inference: the whole graph, whose every destination row of every
+    # layer gets its full-neighbourhood aggregate.
+    whole: HeteroData | None = None
     calls: dict[EdgeType, int] = field(default_factory=dict)
     cold: dict[str, Tensor] = field(default_factory=dict)
 
@@ -148,7 +148,10 @@ class HeteroLayers:
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
         self._forward: _Forward | None = None
-        self._hot_rows: tuple[Tensor, Tensor] | None = None
+        # (hot rows or None for all rows, their values) of the conv running.
+        self._hot_rows: tuple[Tensor | None, Tensor] | None = None
+        # Each relation's CSC form, built by the first inference on a graph.
+        self._whole_graphs: dict[EdgeType, WholeGraph] = {}
 
     def check_edge_values(self, data: HeteroData) -> None:
         """Refuses edge values of ``data`` that a relation conv would read.
@@ -217,7 +220,8 @@ class HeteroLayers:
         with the Numba kernels, one layer at a time (no message row per edge).
         A model with a relation conv the kernels cannot aggregate for (its
         messages depend on weights) runs as the plain model on the whole
-        graph instead.
+        graph instead. Each relation's CSC form is built on the first call
+        and kept while its ``edge_index`` stays the same tensor.
         """
         self.check_edge_values(data)
         convs = relation_convs(self.model)
@@ -226,13 +230,9 @@ class HeteroLayers:
                 {t: v.to(device) for t, v in data.x_dict.items()},
                 {r: v.to(device) for r, v in data.edge_index_dict.items()},
             )
-        whole = {}
-        for relation in data.edge_types:
-            colptr, row, _ = to_csc(data[relation], device="cpu")
-            whole[relation] = (colptr, row)
         edge_index = {r: v.to(device) for r, v in data.edge_index_dict.items()}
         x = {t: v.to(device) for t, v in data.x_dict.items()}
-        self._forward = _Forward(0, {}, {}, edge_index, x, {}, {}, whole)
+        self._forward = _Forward(0, {}, {}, edge_index, x, {}, {}, data)
         try:
             return self.model(x, edge_index)
         finally:
@@ -317,8 +317,11 @@ class HeteroLayers:
         forward.calls[relation] = layer + 1
         x_src, x_dst = x if isinstance(x, tuple | list) else (x, x)
         if forward.whole is not None:
-            kwargs["size"] = (x_src.size(0), x_dst.size(0))
-            return self._whole_neighbourhood(conv, relation, x_src, x_dst), kwargs
+            self._whole_neighbourhood(conv, relation, x_src, x_dst)
+            # Every row's aggregate is given: the conv aggregates no edge.
+            no_edge = edge_index.new_empty(0)
+            edges = _edges(conv, no_edge, no_edge, x_src, x_dst.size(0), kwargs)
+            return ((x_src, x_dst), edges, *rest), kwargs
         if layer >= forward.num_layers:
             return None  # refused by run() once the model returns
         source, _, target = relation
@@ -333,31 +336,27 @@ class HeteroLayers:
             src, dst = src[cold], dst[cold]
             self._hot_rows = (forward.hot_index[target], forward.hot_agg[relation])
         inputs = (_rows(x_src, num_src), _rows(x_dst, num_dst))
-        if isinstance(conv.aggr, str) and conv.aggr in FUSED:
-            ones = x_src.new_ones(src.numel())
-            adjacency = csr_adjacency(src, dst, ones, num_dst, num_src)
-            return (inputs, adjacency, *rest), kwargs
-        kwargs["size"] = (num_src, num_dst)
-        return (inputs, torch.stack([src, dst]), *rest), kwargs
+        edges = _edges(conv, src, dst, inputs[0], num_dst, kwargs)
+        return (inputs, edges, *rest), kwargs
 
     def _whole_neighbourhood(
         self, conv: Any, relation: EdgeType, x_src: Tensor, x_dst: Tensor
-    ) -> tuple:
+    ) -> None:
         # Every destination row is "hot": its aggregate over the whole
-        # neighbourhood comes from the Numba kernel, so no edge is needed.
-        colptr, row = self._forward.whole[relation]
+        # neighbourhood comes from the Numba kernel.
         source = x_src.detach().cpu().contiguous()
+        layout = self._whole_graphs.setdefault(relation, WholeGraph())
+        colptr, row, kind, norm, weight = layout.arguments(
+            self._forward.whole[relation], cache_kind(conv), None,
+            source.numpy().dtype,
+        )  # fmt: skip
         agg = torch.empty(x_dst.size(0), source.size(1), dtype=source.dtype)
         aggregate(
             colptr.numpy(), row.numpy(), source.numpy(),
-            torch.arange(x_dst.size(0)).numpy(), cache_kind(conv), agg.numpy(),
+            torch.arange(x_dst.size(0)).numpy(), kind, agg.numpy(), norm,
+            edge_weight=weight,
         )  # fmt: skip
-        self._hot_rows = (
-            torch.arange(x_dst.size(0), device=x_dst.device),
-            agg.to(x_dst.device),
-        )
-        no_edges = torch.zeros(2, 0, dtype=torch.long, device=x_dst.device)
-        return (x_src, x_dst), no_edges
+        self._hot_rows = (None, agg.to(x_dst.device))
 
     def _check_bottom(
         self, conv: Any, relation: EdgeType, x_src: Tensor, forward: _Forward
@@ -377,6 +376,8 @@ class HeteroLayers:
         if self._hot_rows is None:
             return None
         hot_index, hot_value = self._hot_rows
+        if hot_index is None:
+            return hot_value.to(output.dtype)  # every row: nothing to keep
         return output.index_copy(0, hot_index, hot_value.to(output.dtype))
 
     def _forget_hot_rows(self, module: Any, inputs: Any, output: Any) -> None:
@@ -417,6 +418,18 @@ def _seed_rows(batch: HeteroData, out: Any, nodes: dict[str, list[int]]) -> Any:
         for node_type, value in out.items()
         if nodes.get(node_type, [0])[0] > 0
     }
+
+
+def _edges(
+    conv: Any, src: Tensor, dst: Tensor, x_src: Tensor, num_dst: int, kwargs: dict
+) -> Tensor:
+    # The edges as the conv aggregates them fastest: a sparse product for
+    # the aggregations it fuses, an edge_index of the given size otherwise.
+    if isinstance(conv.aggr, str) and conv.aggr in FUSED:
+        ones = x_src.new_ones(src.numel())
+        return csr_adjacency(src, dst, ones, num_dst, x_src.size(0))
+    kwargs["size"] = (x_src.size(0), num_dst)
+    return torch.stack([src, dst])
 
 
 def _rows(x: Tensor, count: int) -> Tensor:

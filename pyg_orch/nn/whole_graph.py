@@ -21,7 +21,9 @@ from pyg_orch.kernels.aggregate import gcn_inverse_sqrt_degree
 class WholeGraph:
     """The arguments of :func:`~pyg_orch.kernels.aggregate.aggregate` for a graph.
 
-    Kept while ``edge_index`` (and ``edge_weight``) stay the same tensors.
+    Kept while ``edge_index`` (and ``edge_weight``) stay the same tensors,
+    unchanged in place. ``data`` may also be one relation of a
+    ``HeteroData`` (its ``EdgeStorage``).
 
     Example:
         >>> import torch
@@ -51,10 +53,7 @@ class WholeGraph:
                 (its self loops included) and the kernel sums.
             dtype: the features' NumPy dtype (GCN's degrees are in it).
         """
-        key = (
-            data.edge_index.data_ptr(), data.num_edges, data.num_nodes, dtype,
-            None if edge_weight is None else edge_weight.data_ptr(),
-        )  # fmt: skip
+        key = (_Same(data.edge_index), data.size(), dtype, _Same(edge_weight))
         if self._key != key:
             self._key, self._csc, self._by_kind = key, None, {}
         if kind not in self._by_kind:
@@ -84,6 +83,24 @@ class WholeGraph:
         if self._csc is None:
             self._csc = to_csc(data, device="cpu")
         return self._csc
+
+
+class _Same:
+    # Equal to another _Same of the very tensor, unchanged since: holding the
+    # tensor keeps its memory from being reused by another graph's edges,
+    # which a stored data_ptr() would not tell apart.
+    def __init__(self, tensor: Tensor | None) -> None:
+        self.tensor = tensor
+        self.version = None if tensor is None else tensor._version
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Same)
+            and other.tensor is self.tensor
+            and other.version == self.version
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _in_csc_order(weight: Tensor, perm: Tensor | None) -> np.ndarray:

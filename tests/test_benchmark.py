@@ -286,17 +286,28 @@ def test_epoch_benchmark_times_dgl_on_the_same_graph(capsys):
 
 
 @pytest.mark.slow
-def test_accuracy_benchmark_compares_plain_pyg_on_the_hetero_graph(capsys):
+@pytest.mark.parametrize(
+    "precision, sides",
+    [("fp32", ["plain PyG", "hot 0.2"]), ("bf16", ["hot 0.2 fp32", "hot 0.2 bf16"])],
+)
+def test_accuracy_benchmark_compares_two_sides_on_the_hetero_graph(
+    capsys, precision, sides
+):
     argv = ["accuracy", "--hetero", "--scale", "0.002", "--seeds", "0", "1"]
     argv += ["--epochs", "2", "--num-neighbors", "5", "5", "--batch-size", "64"]
+    argv += ["--precision", precision]
     assert main([*argv, "--hidden-channels", "16"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    header = [line for line in lines if line.startswith("| dataset")]
+    assert header == [
+        f"| dataset | model | {' | '.join(sides)} | difference | minutes |"
+    ]
     rows = [line for line in lines if line.startswith("| synthetic ogbn-mag")]
     assert len(rows) == 1, lines
     cells = rows[0].split("|")
-    plain, hot = (float(cell.split("±")[0]) for cell in cells[3:5])
+    before, after = (float(cell.split("±")[0]) for cell in cells[3:5])
     # 16 classes: chance is 6.25 %; both learn from the labels' homophily.
-    assert plain > 12.5 and hot > 12.5, rows[0]
+    assert before > 12.5 and after > 12.5, rows[0]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ float32 with that precision instead (``pyg-orch train --precision``), both at
 3 seeds of 30 epochs) takes about a minute on 2 CPU cores. With ``--hetero``,
 it classifies the papers of the ogbn-mag-shaped graph with learnable labels
 instead: plain PyG (``NeighborLoader`` and a ``HeteroConv(SAGEConv)`` model,
-see :mod:`pyg_orch.benchmark.tasks`) against pyg_orch at ``--hot-ratio``.
+see :mod:`pyg_orch.benchmark.tasks`) against pyg_orch at ``--hot-ratio``,
+or with ``--precision bf16`` pyg_orch in float32 against pyg_orch in that
+precision (``OrchModel``'s ``precision``), both at ``--hot-ratio``.
 """
 
 from __future__ import annotations
@@ -106,16 +108,15 @@ def _cell(values: list[float]) -> str:
 
 
 def saved_name(args: argparse.Namespace) -> str:
-    """The name ``--save`` gives this run's table: ``accuracy[_hetero]``.
+    """The name ``--save`` gives this run's table: ``accuracy[_hetero][_bf16]``.
 
     Example:
         >>> saved_name(argparse.Namespace(hetero=True))
         'accuracy_hetero'
     """
-    if args.hetero:
-        return "accuracy_hetero"
+    name = "accuracy_hetero" if args.hetero else "accuracy"
     precision = getattr(args, "precision", "fp32")
-    return "accuracy" if precision == "fp32" else f"accuracy_{precision}"
+    return name if precision == "fp32" else f"{name}_{precision}"
 
 
 def run(args: argparse.Namespace) -> None:
@@ -216,19 +217,27 @@ def run_hetero(args: argparse.Namespace) -> None:
         hidden_channels=args.hidden_channels,
         hot_method=args.hot_method,
     )
-    plain, hot = (
+    ratio = f"{args.hot_ratio:g}"
+    if args.precision == "fp32":
+        sides = {"plain PyG": (None, "fp32"), f"hot {ratio}": (args.hot_ratio, "fp32")}
+    else:
+        sides = {
+            f"hot {ratio} fp32": (args.hot_ratio, "fp32"),
+            f"hot {ratio} {args.precision}": (args.hot_ratio, args.precision),
+        }
+    before, after = (
         [
-            _hetero_accuracy(data, settings, ratio, seed, args.epochs)
+            _hetero_accuracy(data, settings, hot, seed, args.epochs, precision)
             for seed in args.seeds
         ]
-        for ratio in (None, args.hot_ratio)
+        for hot, precision in sides.values()
     )
-    ratio = f"{args.hot_ratio:g}"
-    print(f"| dataset | model | plain PyG | hot {ratio} | difference | minutes |")
+    names = " | ".join(sides)
+    print(f"| dataset | model | {names} | difference | minutes |")
     print("|---|---|---|---|---|---|")
     print(
-        f"| synthetic ogbn-mag | sage | {_cell(plain)} | {_cell(hot)} | "
-        f"{_difference(plain, hot)} | {(time.perf_counter() - start) / 60:.1f} |",
+        f"| synthetic ogbn-mag | sage | {_cell(before)} | {_cell(after)} | "
+        f"{_difference(before, after)} | {(time.perf_counter() - start) / 60:.1f} |",
         flush=True,
     )
 
@@ -239,10 +248,13 @@ def _hetero_accuracy(
     hot_ratio: float | None,
     seed: int,
     epochs: int,
+    precision: str,
 ) -> float:
     # Test accuracy at the best validation epoch of one run.
     torch.manual_seed(seed)
-    loader, model, forward = configuration("hetero", data, settings, hot_ratio)
+    loader, model, forward = configuration(
+        "hetero", data, settings, hot_ratio, precision
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
     papers = data["paper"]
     best_valid, best_test = -1.0, 0.0

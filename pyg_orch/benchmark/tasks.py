@@ -93,17 +93,17 @@ def baseline(
     )
     model = graph_sage(data, args)
 
-    autocast = PRECISIONS[precision]
-
     def forward(batch: Data) -> Tensor:
-        device_type = batch.x.device.type
-        mixed = (
-            torch.autocast(device_type, dtype=autocast) if autocast else nullcontext()
-        )
-        with mixed:
+        with _autocast(precision, batch.x.device.type):
             return _trimmed(model, batch)[: batch.batch_size]
 
     return loader, model, forward
+
+
+def _autocast(precision: str, device_type: str) -> Any:
+    # Plain PyG's one-line mixed precision, or nothing for fp32.
+    dtype = PRECISIONS[precision]
+    return torch.autocast(device_type, dtype=dtype) if dtype else nullcontext()
 
 
 def graph(task: str, args: argparse.Namespace) -> tuple[Any, str]:
@@ -131,8 +131,9 @@ def configuration(
 ) -> Configuration:
     """The loader, model and forward of ``task`` (``hot_ratio=None``: plain PyG).
 
-    ``precision`` (node task only): plain PyG under autocast, or pyg_orch
-    with ``OrchModel``'s ``precision`` and the features kept in that dtype.
+    ``precision`` (node and hetero tasks): plain PyG under autocast, or
+    pyg_orch with ``OrchModel``'s ``precision`` (on the node task, with the
+    features kept in that dtype).
     """
     if task == "node":
         return (
@@ -141,7 +142,7 @@ def configuration(
             else _orch_node(data, args, hot_ratio, precision)
         )
     if task == "hetero":
-        return _hetero(data, args, hot_ratio)
+        return _hetero(data, args, hot_ratio, precision)
     return _link(data, args, hot_ratio)
 
 
@@ -151,7 +152,7 @@ def loss(task: str, out: Any, batch: Any) -> Tensor:
         return F.cross_entropy(out.float(), batch.y[: batch.batch_size])
     if task == "hetero":
         papers = batch["paper"]
-        return F.cross_entropy(out, papers.y[: papers.batch_size])
+        return F.cross_entropy(out.float(), papers.y[: papers.batch_size])
     src, dst = batch.edge_label_index
     scores = (out[src] * out[dst]).sum(-1)
     return F.binary_cross_entropy_with_logits(scores, batch.edge_label)
@@ -172,7 +173,10 @@ def _orch_node(
 
 
 def _hetero(
-    data: HeteroData, args: argparse.Namespace, hot_ratio: float | None
+    data: HeteroData,
+    args: argparse.Namespace,
+    hot_ratio: float | None,
+    precision: str = "fp32",
 ) -> Configuration:
     arguments = {
         "num_neighbors": args.num_neighbors,
@@ -195,13 +199,15 @@ def _hetero(
         loader = NeighborLoader(data, neighbor_sampler=sampler, **arguments)
 
         def forward(batch: HeteroData) -> Tensor:
-            return _trimmed(model, batch)["paper"][: batch["paper"].batch_size]
+            with _autocast(precision, batch["paper"].x.device.type):
+                out = _trimmed(model, batch)["paper"]
+            return out[: batch["paper"].batch_size]
 
         return loader, model, forward
     loader = OrchNeighborLoader(
         data, hot_ratio=hot_ratio, hot_method=args.hot_method, **arguments
     )
-    wrapped = OrchModel(model, loader)
+    wrapped = OrchModel(model, loader, precision=precision)
     return loader, wrapped, wrapped
 
 

@@ -425,7 +425,11 @@ def _edges(
 ) -> Tensor:
     # The edges as the conv aggregates them fastest: a sparse product for
     # the aggregations it fuses, an edge_index of the given size otherwise.
-    if isinstance(conv.aggr, str) and conv.aggr in FUSED:
+    # Under autocast the product would get bfloat16 rows, which torch's
+    # sparse product lacks on the CPU: PyG's message passing then, as the
+    # plain model computes under autocast.
+    autocast = torch.is_autocast_enabled(x_src.device.type)
+    if isinstance(conv.aggr, str) and conv.aggr in FUSED and not autocast:
         ones = x_src.new_ones(src.numel())
         return csr_adjacency(src, dst, ones, num_dst, x_src.size(0))
     kwargs["size"] = (x_src.size(0), num_dst)

@@ -80,7 +80,9 @@ class OrchModel(torch.nn.Module):
             float32 and store bfloat16, so no layer's rows are cast.
             ``"fp16"`` does so in float16, on CUDA only (train it with a
             ``torch.amp.GradScaler``). :meth:`inference` stays in the model's
-            dtype.
+            dtype. A heterogeneous model's relation convs then aggregate
+            through PyG's message passing, as the plain model does under
+            autocast.
 
     The batch's ``edge_weight`` and ``edge_attr`` reach the convs as the
     wrapped model's ``forward`` passes them (its ``supports_edge_weight`` and
@@ -138,7 +140,7 @@ class OrchModel(torch.nn.Module):
         super().__init__()
         # A heterogeneous model runs through hooks on its relation convs.
         self._hetero = None if isinstance(model, BasicGNN) else HeteroLayers(model)
-        check_precision(precision, model, self._hetero is not None)
+        check_precision(precision, model)
         self.precision = precision
         if self._hetero is None and model.jk_mode is not None:
             raise NotImplementedError(

@@ -238,19 +238,18 @@ def check_dtype(x: Tensor, model_dtype: torch.dtype, hot: bool) -> None:
     )
 
 
-def check_precision(precision: Any, model: torch.nn.Module, hetero: bool) -> None:
+def check_precision(precision: Any, model: torch.nn.Module) -> None:
     """Checks ``OrchModel``'s ``precision`` against the model it wraps.
 
     Raises:
         ValueError: ``precision`` is not one of :data:`PRECISIONS`.
         TypeError: mixed precision for a model whose parameters are not
             float32 (its master weights).
-        NotImplementedError: mixed precision for a heterogeneous model.
 
     Example:
         >>> from torch_geometric.nn import GraphSAGE
-        >>> check_precision("bf16", GraphSAGE(4, 8, num_layers=2), hetero=False)
-        >>> check_precision("half", GraphSAGE(4, 8, num_layers=2), hetero=False)
+        >>> check_precision("bf16", GraphSAGE(4, 8, num_layers=2))
+        >>> check_precision("half", GraphSAGE(4, 8, num_layers=2))
         Traceback (most recent call last):
         ...
         ValueError: precision must be one of ['fp32', 'bf16', 'fp16'], got 'half'
@@ -261,11 +260,6 @@ def check_precision(precision: Any, model: torch.nn.Module, hetero: bool) -> Non
         )
     if precision == "fp32":
         return
-    if hetero:
-        raise NotImplementedError(
-            f"precision={precision!r} is not supported for heterogeneous models "
-            f"yet: use precision='fp32'"
-        )
     dtype = next(model.parameters()).dtype
     if dtype != torch.float32:
         raise TypeError(

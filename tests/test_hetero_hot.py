@@ -667,7 +667,7 @@ def test_prefetch_yields_every_seed_once_and_exact_outputs(data):
     assert not torch.equal(seeds, torch.arange(data["paper"].num_nodes))
 
 
-def test_edge_values_a_relation_conv_would_read_are_refused(data):
+def test_edge_values_a_model_cannot_be_handed_are_refused(data):
     weighted = copy.copy(data)
     relation = ("paper", "cites", "paper")
     weighted[relation].edge_weight = torch.rand(weighted[relation].num_edges)
@@ -675,11 +675,12 @@ def test_edge_values_a_relation_conv_would_read_are_refused(data):
         weighted, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.0
     )
     batch = next(iter(loader))
-    # GraphConv takes an edge_weight: run without it, it would differ.
-    orch = OrchModel(build(graph_conv, data)[0], loader)
+    # HeteroConvNet's forward takes no edge_weight_dict, but its cites conv
+    # (a GraphConv) reads one: run without it, the outputs would differ.
+    orch = OrchModel(build(hetero_conv, data)[0], loader)
     with pytest.raises(NotImplementedError, match=r"cites.*edge_weight.*GraphConv"):
         orch(batch)
-    with pytest.raises(NotImplementedError, match=r"edge_weight"):
+    with pytest.raises(NotImplementedError, match=r"edge_weight_dict"):
         orch.inference(weighted)
     # SAGEConv takes none: the weights are nothing to it, as in plain PyG.
     model, reference = build(sage, data)
@@ -687,3 +688,99 @@ def test_edge_values_a_relation_conv_would_read_are_refused(data):
         expected = reference(weighted.x_dict, weighted.edge_index_dict)["paper"]
         out = OrchModel(model).inference(weighted)["paper"]
     assert_close(out, expected, atol=1e-5, rtol=1e-4)
+
+
+# 6. Edge values ----------------------------------------------------------------
+
+
+class WeightedGraphConvGNN(GraphConvGNN):
+    """``GraphConvGNN`` handing each conv the relation's ``edge_weight``."""
+
+    supports_edge_weight = True
+
+
+class WeightedHeteroConv(nn.Module):
+    """Two ``HeteroConv`` layers of ``GraphConv``, given ``edge_weight_dict``."""
+
+    def __init__(self, metadata):
+        super().__init__()
+        self.convs = nn.ModuleList(
+            HeteroConv(
+                {et: GraphConv((-1, -1), size, aggr=aggr) for et in metadata[1]},
+                aggr="sum",
+            )
+            for size, aggr in ((HIDDEN, "mean"), (OUT, "max"))
+        )
+
+    def forward(self, x_dict, edge_index_dict, edge_weight_dict):
+        x_dict = self.convs[0](x_dict, edge_index_dict, edge_weight_dict)
+        x_dict = {t: x.relu() for t, x in x_dict.items()}
+        return self.convs[1](x_dict, edge_index_dict, edge_weight_dict)
+
+
+def weighted_to_hetero(metadata):
+    return to_hetero(WeightedGraphConvGNN((-1, -1), HIDDEN, 2, OUT), metadata)
+
+
+def weighted_hetero_conv(metadata):
+    return WeightedHeteroConv(metadata)
+
+
+def gat_edge_features(metadata):
+    gat = GAT((-1, -1), HIDDEN, 2, OUT, add_self_loops=False, edge_dim=3)
+    return to_hetero(gat, metadata)
+
+
+@pytest.fixture(scope="module")
+def valued(data):
+    """``data`` with a positive edge_weight and 3 edge features per relation."""
+    generator = torch.Generator().manual_seed(5)
+    valued = copy.copy(data)
+    for relation in data.edge_types:
+        count = data[relation].num_edges
+        valued[relation].edge_weight = 0.1 + torch.rand(count, generator=generator)
+        valued[relation].edge_attr = torch.randn(count, 3, generator=generator)
+    return valued
+
+
+def keywords(model, graph):
+    """The edge values the plain model takes, under its forward's keywords."""
+    if isinstance(model, WeightedHeteroConv):
+        return {"edge_weight_dict": graph.edge_weight_dict}
+    return {"edge_weight": graph.edge_weight_dict, "edge_attr": graph.edge_attr_dict}
+
+
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
+@pytest.mark.parametrize(
+    "make", [weighted_to_hetero, weighted_hetero_conv, gat_edge_features],
+    ids=lambda f: f.__name__,
+)  # fmt: skip
+def test_edge_values_are_exact_against_the_whole_graph(valued, make, hot_ratio):
+    torch.manual_seed(0)
+    model = make(valued.metadata())
+    with torch.no_grad():
+        model(valued.x_dict, valued.edge_index_dict, **keywords(model, valued))
+    reference = copy.deepcopy(model)
+    loader = OrchNeighborLoader(
+        valued, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=hot_ratio
+    )
+    if hot_ratio and make is gat_edge_features:
+        # Attention weighs each message by weights: no cached value serves it.
+        with pytest.raises(NotImplementedError, match="GATConv.*hot_ratio=0"):
+            OrchModel(model, loader)
+        return
+    orch = OrchModel(model, loader)
+    batch = next(iter(loader))
+    if hot_ratio:
+        assert batch["paper"].hot_index.numel() > 0
+    out = orch(batch)
+    whole = reference(valued.x_dict, valued.edge_index_dict, **keywords(model, valued))
+    expected = whole["paper"][batch["paper"].n_id[:BATCH]]
+    check_close(out, expected)
+    out.pow(2).sum().backward()
+    expected.pow(2).sum().backward()
+    check_gradients(model, reference)
+    with torch.no_grad():
+        inferred = orch.inference(valued)
+    for node_type, value in whole.items():
+        check_close(inferred[node_type], value)

@@ -148,5 +148,5 @@ def test_bad_precisions_are_refused():
         GraphSAGE((-1, -1), 8, num_layers=1),
         (["a"], [("a", "to", "a")]),
     )
-    with pytest.raises(NotImplementedError, match="heterogeneous"):
-        OrchModel(hetero, precision="bf16")
+    with pytest.raises(TypeError, match="master weights.*model.float"):
+        OrchModel(hetero.double(), precision="bf16")

@@ -37,6 +37,10 @@ class RelationCache:
             relation the sampler expands.
         features: raw features per node type (types without any are absent).
         hot_nodes: ids of the hot nodes, in the numbering above.
+        edge_weights: ``{edge_type: (edge_weight, perm)}``, each relation's
+            ``edge_weight`` in the order of its edges and the CSC
+            permutation of its ``row`` (``None``: the identity), for the
+            ``weighted_`` kinds (GraphConv given an ``edge_weight``).
 
     Attributes:
         mask: ``bool[offsets[-1]]``, the hot nodes, as the sampler reads it.
@@ -68,6 +72,7 @@ class RelationCache:
         relations: dict[EdgeType, tuple[Tensor, Tensor]],
         features: dict[str, Tensor],
         hot_nodes: Tensor,
+        edge_weights: dict[EdgeType, tuple[Tensor, Tensor | None]] | None = None,
     ) -> None:
         self.node_types, self.offsets = node_types, offsets
         self.hot_nodes = hot_nodes.to(torch.long)
@@ -90,7 +95,10 @@ class RelationCache:
                     f"destination's hot ratio to 0 (hot_ratio={{"
                     f"{edge_type[2]!r}: 0.0, ...}})"
                 )
-            self.caches[edge_type] = HotCache(colptr, row, features[edge_type[0]], hot)
+            weight, perm = (edge_weights or {}).get(edge_type, (None, None))
+            self.caches[edge_type] = HotCache(
+                colptr, row, features[edge_type[0]], hot, weight, perm
+            )
         # Every relation into a type shares its hot nodes, hence its slots.
         self.slots = {dst: cache.slot for (_, _, dst), cache in self.caches.items()}
         self.kind: dict[EdgeType, str] | None = None
@@ -157,7 +165,8 @@ class RelationCache:
 
         Args:
             kinds: ``"mean"``, ``"sum"`` or ``"max"`` per relation of
-                :attr:`relations`.
+                :attr:`relations`, or ``"weighted_<kind>"`` of the rows
+                times the relation's ``edge_weight``.
 
         Raises:
             ValueError: a relation without a kind, or an unknown kind.
@@ -170,10 +179,10 @@ class RelationCache:
             )
         for edge_type, cache in self.caches.items():
             kind = kinds[edge_type]
-            if kind not in ("mean", "sum", "max"):
+            if kind.removeprefix("weighted_") not in ("mean", "sum", "max"):
                 raise ValueError(
                     f"relation {edge_type}: kind must be 'mean', 'sum' or 'max', "
-                    f"got {kind!r}"
+                    f"or one of them weighted ('weighted_sum'), got {kind!r}"
                 )
             cache.kind = kind
             cache.values()

@@ -62,7 +62,8 @@ class HotVertices:
         options: the loader's hot settings.
         num_neighbors: the loader's fan-outs.
         edge_weight: the graph's ``edge_weight``, which the ``weighted_``
-            aggregations multiply the rows by (``None``: it has none).
+            aggregations multiply the rows by (``None``: it has none); on a
+            heterogeneous graph, a dict of them per edge type.
 
     Attributes:
         options: the hot settings.
@@ -100,7 +101,7 @@ class HotVertices:
         device: torch.device | None,
         options: HotOptions,
         num_neighbors: Any,
-        edge_weight: Tensor | None = None,
+        edge_weight: Tensor | dict[Any, Tensor] | None = None,
     ) -> None:
         self.sampler, self.features, self.device = sampler, features, device
         self.edge_weight = edge_weight
@@ -236,7 +237,9 @@ class HotVertices:
             return
         sampler = self.sampler
         if sampler.is_hetero:
-            self.cache = _relation_cache(sampler, self.features, hot.nodes)
+            self.cache = _relation_cache(
+                sampler, self.features, hot.nodes, self.edge_weight or {}
+            )
             sampler.hot_mask = self.cache.mask
             return
         self.cache = HotCache(
@@ -453,7 +456,10 @@ def _positive(ratio: HotRatio) -> bool:
 
 
 def _relation_cache(
-    sampler: OrchNeighborSampler, features: dict[str, Tensor], hot_nodes: Tensor
+    sampler: OrchNeighborSampler,
+    features: dict[str, Tensor],
+    hot_nodes: Tensor,
+    edge_weight: dict[Any, Tensor],
 ) -> RelationCache:
     layout = sampler.layout
     relations = {
@@ -463,8 +469,16 @@ def _relation_cache(
         )
         for edge_type in layout.edge_types
     }
+    # Each relation's edge_weight in the order of the graph's edges, and the
+    # CSC permutation that puts it in the order of its row.
+    weights = {
+        edge_type: (weight, (sampler.perm or {}).get(edge_type))
+        for edge_type, weight in edge_weight.items()
+    }
     offsets = torch.from_numpy(layout.graph[6])
-    return RelationCache(layout.node_types, offsets, relations, features, hot_nodes)
+    return RelationCache(
+        layout.node_types, offsets, relations, features, hot_nodes, weights
+    )
 
 
 def check_support(sampler: Any, features: Any, mode: str | None) -> None:

@@ -41,14 +41,30 @@ def hot_features(data: Any) -> Tensor | dict[str, Tensor] | None:
     }
 
 
-def graph_edge_weight(data: Any) -> Tensor | None:
-    """The ``edge_weight`` of a homogeneous graph (``None``: it has none).
+def graph_edge_weight(data: Any) -> Tensor | dict[Any, Tensor] | None:
+    """The graph's ``edge_weight``: by edge type on a ``HeteroData``.
+
+    ``None`` where the graph has none (a remote graph, or no relation with
+    one).
 
     Example:
         >>> graph_edge_weight(Data(edge_weight=torch.ones(2))).tolist()
         [1.0, 1.0]
+        >>> data = HeteroData()
+        >>> data["a", "to", "a"].edge_weight = torch.ones(2)
+        >>> graph_edge_weight(data)
+        {('a', 'to', 'a'): tensor([1., 1.])}
     """
-    return getattr(data, "edge_weight", None) if isinstance(data, Data) else None
+    if isinstance(data, Data):
+        return getattr(data, "edge_weight", None)
+    if not isinstance(data, HeteroData):
+        return None
+    weights = {
+        edge_type: store.edge_weight
+        for edge_type, store in zip(data.edge_types, data.edge_stores, strict=True)
+        if store.get("edge_weight") is not None
+    }
+    return weights or None
 
 
 def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:

@@ -12,6 +12,7 @@ conv applies its current weights.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,8 @@ class _Forward:
     x: dict[str, Tensor]
     hot_index: dict[str, Tensor]
     hot_agg: dict[EdgeType, Tensor]
+    # The edge values the model is given, by relation and name.
+    edge_values: dict[EdgeType, dict[str, Tensor]]
     # For inference: the whole graph, whose every destination row of every
     # layer gets its full-neighbourhood aggregate.
     whole: HeteroData | None = None
@@ -97,6 +100,32 @@ class _Forward:
         if node_type not in self.cold:
             self.cold[node_type] = cold_rows(num_dst, self.hot_index[node_type])
         return self.cold[node_type]
+
+    def given_values(
+        self, relation: EdgeType, conv: Any, inputs: tuple
+    ) -> dict[str, Tensor]:
+        """The relation's edge values among a conv's other inputs, by name.
+
+        Raises:
+            NotImplementedError: a tensor that is none of them, which
+                OrchModel cannot cut to each layer's edges.
+        """
+        known = self.edge_values.get(relation, {})
+        given = {}
+        for value in inputs:
+            if not isinstance(value, Tensor):
+                continue
+            name = next((n for n, v in known.items() if v is value), None)
+            if name is None:
+                raise NotImplementedError(
+                    f"{type(conv).__name__} of relation {relation} got a tensor "
+                    f"besides x and edge_index that is not the batch's "
+                    f"edge_weight or edge_attr of that relation, so OrchModel "
+                    f"cannot cut it to each layer's edges. Hand the convs the "
+                    f"batch's values, or use the plain model"
+                )
+            given[name] = value
+        return given
 
     def relation(self, edge_index: Any) -> EdgeType:
         for edge_type, tensor in self.edge_index.items():
@@ -127,8 +156,8 @@ class HeteroLayers:
         >>> from torch_geometric.nn import GraphSAGE, to_hetero
         >>> metadata = (["a"], [("a", "to", "a")])
         >>> layers = HeteroLayers(to_hetero(GraphSAGE(4, 8, num_layers=2), metadata))
-        >>> layers.kinds()
-        {('a', 'to', 'a'): 'mean'}
+        >>> list(layers.bottom)
+        [('a', 'to', 'a')]
     """
 
     def __init__(self, model: torch.nn.Module) -> None:
@@ -140,6 +169,7 @@ class HeteroLayers:
                 f"has no conv per relation"
             )
         self.model = model
+        self.edge_keywords = edge_keywords(model)
         self.bottom: dict[EdgeType, MessagePassing] = {}
         for relation, conv in convs:
             self.bottom.setdefault(relation, conv)
@@ -154,11 +184,13 @@ class HeteroLayers:
         self._whole_graphs: dict[EdgeType, WholeGraph] = {}
 
     def check_edge_values(self, data: HeteroData) -> None:
-        """Refuses edge values of ``data`` that a relation conv would read.
+        """Refuses edge values of ``data`` that a relation conv would read unseen.
 
-        A heterogeneous model runs as ``model(x_dict, edge_index_dict)``: a
-        relation's ``edge_weight`` or ``edge_attr`` that its conv takes would
-        be left out, and the outputs differ from a plain call given them.
+        The model runs as ``model(x_dict, edge_index_dict, **values)``, with
+        the batch's ``edge_weight`` and ``edge_attr`` dicts under the
+        keywords its ``forward`` takes (:func:`edge_keywords`). A value its
+        forward has no keyword for would be left out, though a relation conv
+        takes it, and the outputs would differ from a call given it.
 
         Raises:
             NotImplementedError: naming the relation, the value and the conv.
@@ -166,18 +198,65 @@ class HeteroLayers:
         for relation, conv in relation_convs(self.model):
             store = data[relation]
             for name in ("edge_weight", "edge_attr"):
-                if store.get(name) is not None and reads_edge_value(conv, name):
+                if name in self.edge_keywords or store.get(name) is None:
+                    continue
+                if reads_edge_value(conv, name):
                     raise NotImplementedError(
-                        f"OrchModel runs a heterogeneous model as model(x_dict, "
-                        f"edge_index_dict), so data[{relation}].{name} would "
-                        f"not reach {conv}, which takes it: heterogeneous edge "
-                        f"values are not supported yet. Delete it from the "
-                        f"graph if the model should not read it"
+                        f"data[{relation}].{name} would not reach {conv}, which "
+                        f"takes it: {type(self.model).__name__}.forward takes "
+                        f"no {name}_dict (nor {name}) keyword, by which "
+                        f"OrchModel would hand it the batch's {name} of every "
+                        f"relation. Add one that passes them on to the convs "
+                        f"(as to_hetero and HeteroConv do), or delete {name} "
+                        f"from the graph if the model should not read it"
                     )
 
-    def kinds(self) -> dict[EdgeType, str | None]:
-        """The cache kind that serves each relation's bottom conv (``None``: none)."""
-        return {relation: cache_kind(conv) for relation, conv in self.bottom.items()}
+    def edge_values(
+        self, data: HeteroData, device: torch.device
+    ) -> dict[EdgeType, dict[str, Tensor]]:
+        """The edge values of ``data`` the model takes, by relation and name."""
+        values: dict[EdgeType, dict[str, Tensor]] = {}
+        for relation, store in zip(data.edge_types, data.edge_stores, strict=True):
+            for name in self.edge_keywords:
+                if store.get(name) is not None:
+                    value = store[name].to(device, non_blocking=True)
+                    values.setdefault(relation, {})[name] = value
+        return values
+
+    def hot_kinds(self, data: HeteroData) -> dict[EdgeType, str | None]:
+        """The hot values each relation's bottom conv needs on ``data``.
+
+        Its cache kind, weighted (``"weighted_<kind>"``) where the conv is
+        given the relation's ``edge_weight`` and reads it (``GraphConv``),
+        ``None`` where no hot value serves it exactly: a conv whose messages
+        depend on weights, or that reads the relation's ``edge_attr``.
+
+        Raises:
+            NotImplementedError: an ``edge_weight`` the conv reads requires
+                grad (hot values are aggregated with it once, as constants).
+        """
+        kinds = {}
+        for relation, conv in self.bottom.items():
+            store, kind = data[relation], cache_kind(conv)
+            given = {
+                name
+                for name in self.edge_keywords
+                if store.get(name) is not None and reads_edge_value(conv, name)
+            }
+            if kind is None or "edge_attr" in given:
+                kinds[relation] = None
+            elif "edge_weight" in given:
+                if store.edge_weight.requires_grad:
+                    raise NotImplementedError(
+                        f"data[{relation}].edge_weight requires grad, but hot "
+                        f"values are aggregated with it once, as constants: the "
+                        f"weights of hot nodes' edges would get no gradient. "
+                        f"Use hot_ratio=0 to learn edge weights"
+                    )
+                kinds[relation] = f"weighted_{kind}"
+            else:
+                kinds[relation] = kind
+        return kinds
 
     def forward_batch(self, batch: HeteroData, device: torch.device) -> Any:
         """The model's output for the seed nodes of a heterogeneous batch.
@@ -209,7 +288,8 @@ class HeteroLayers:
         edge_index = {
             r: v.to(device, non_blocking=True) for r, v in batch.edge_index_dict.items()
         }
-        out = self.run(x, edge_index, nodes, edges, hot_index, hot_agg)
+        values = self.edge_values(batch, device)
+        out = self.run(x, edge_index, nodes, edges, hot_index, hot_agg, values)
         return _seed_rows(batch, out, nodes)
 
     @torch.no_grad()
@@ -224,19 +304,31 @@ class HeteroLayers:
         and kept while its ``edge_index`` stays the same tensor.
         """
         self.check_edge_values(data)
-        convs = relation_convs(self.model)
-        if any(cache_kind(conv) in (None, "gcn") for _, conv in convs):
-            return self.model(
-                {t: v.to(device) for t, v in data.x_dict.items()},
-                {r: v.to(device) for r, v in data.edge_index_dict.items()},
-            )
         edge_index = {r: v.to(device) for r, v in data.edge_index_dict.items()}
         x = {t: v.to(device) for t, v in data.x_dict.items()}
-        self._forward = _Forward(0, {}, {}, edge_index, x, {}, {}, data)
+        values = self.edge_values(data, device)
+        convs = relation_convs(self.model)
+        if any(cache_kind(conv) in (None, "gcn") for _, conv in convs):
+            return self._call(x, edge_index, values)
+        self._forward = _Forward(0, {}, {}, edge_index, x, {}, {}, values, data)
         try:
-            return self.model(x, edge_index)
+            return self._call(x, edge_index, values)
         finally:
             self._forward, self._hot_rows = None, None
+
+    def _call(
+        self,
+        x: dict[str, Tensor],
+        edge_index: dict[EdgeType, Tensor],
+        values: dict[EdgeType, dict[str, Tensor]],
+    ) -> Any:
+        # model(x, edge_index) given the edge values by the keywords it takes.
+        by_name: dict[str, dict[EdgeType, Tensor]] = {}
+        for relation, named in values.items():
+            for name, value in named.items():
+                by_name.setdefault(name, {})[relation] = value
+        keywords = {self.edge_keywords[name]: v for name, v in by_name.items()}
+        return self.model(x, edge_index, **keywords)
 
     def run(
         self,
@@ -246,6 +338,7 @@ class HeteroLayers:
         edges: dict[EdgeType, list[int]],
         hot_index: dict[str, Tensor],
         hot_agg: dict[EdgeType, Tensor],
+        edge_values: dict[EdgeType, dict[str, Tensor]] | None = None,
     ) -> Any:
         """``model(x, edge_index)`` with every relation conv cut to its layer.
 
@@ -256,6 +349,8 @@ class HeteroLayers:
             edges: sampled edges per hop, per relation.
             hot_index: the hot frontier rows per node type.
             hot_agg: their aggregates per relation into their type.
+            edge_values: the batch's edge values the model takes, by
+                relation and name (``edge_weight``, ``edge_attr``).
 
         Returns:
             The model's output.
@@ -266,11 +361,12 @@ class HeteroLayers:
         """
         num_layers = max((len(hops) for hops in edges.values()), default=0)
         self._check_served(hot_index, hot_agg)
+        values = edge_values or {}
         self._forward = _Forward(
-            num_layers, nodes, edges, edge_index, x, hot_index, hot_agg
+            num_layers, nodes, edges, edge_index, x, hot_index, hot_agg, values
         )
         try:
-            out = self.model(x, edge_index)
+            out = self._call(x, edge_index, values)
             calls = self._forward.calls
         finally:
             self._forward, self._hot_rows = None, None
@@ -306,21 +402,22 @@ class HeteroLayers:
         x = args[0] if args else kwargs.pop("x")
         edge_index = args[1] if len(args) > 1 else kwargs.pop("edge_index")
         rest = args[2:]
-        if any(isinstance(v, Tensor) for v in (*rest, *kwargs.values())):
-            raise NotImplementedError(
-                f"OrchModel does not cut edge weights or features of "
-                f"heterogeneous batches to each layer yet; {type(conv).__name__} "
-                f"got one. Use the plain model"
-            )
         relation = forward.relation(edge_index)
+        given = forward.given_values(relation, conv, (*rest, *kwargs.values()))
         layer = forward.calls.get(relation, 0)
         forward.calls[relation] = layer + 1
         x_src, x_dst = x if isinstance(x, tuple | list) else (x, x)
         if forward.whole is not None:
-            self._whole_neighbourhood(conv, relation, x_src, x_dst)
+            weight = (
+                given.get("edge_weight")
+                if reads_edge_value(conv, "edge_weight")
+                else None
+            )
+            self._whole_neighbourhood(conv, relation, x_src, x_dst, weight)
             # Every row's aggregate is given: the conv aggregates no edge.
             no_edge = edge_index.new_empty(0)
-            edges = _edges(conv, no_edge, no_edge, x_src, x_dst.size(0), kwargs)
+            edges = _edges(conv, no_edge, no_edge, x_src, x_dst.size(0), kwargs, given)
+            rest, kwargs = _cut_values(rest, kwargs, lambda value: value[:0])
             return ((x_src, x_dst), edges, *rest), kwargs
         if layer >= forward.num_layers:
             return None  # refused by run() once the model returns
@@ -328,26 +425,36 @@ class HeteroLayers:
         hops = forward.num_layers - layer
         num_src = sum(forward.nodes[source][: hops + 1])
         num_dst = sum(forward.nodes[target][:hops])
-        src, dst = edge_index[:, : sum(forward.edges[relation][:hops])]
+        num_edges = sum(forward.edges[relation][:hops])
+        src, dst = edge_index[:, :num_edges]
+        keep: Tensor | slice = slice(None)
         if layer == 0 and relation in forward.hot_agg:
             self._check_bottom(conv, relation, x_src, forward)
             # Hot rows come from the cache: their sampled edges are not needed.
-            cold = forward.cold_mask(target, num_dst)[dst]
-            src, dst = src[cold], dst[cold]
+            keep = forward.cold_mask(target, num_dst)[dst]
+            src, dst = src[keep], dst[keep]
             self._hot_rows = (forward.hot_index[target], forward.hot_agg[relation])
         inputs = (_rows(x_src, num_src), _rows(x_dst, num_dst))
-        edges = _edges(conv, src, dst, inputs[0], num_dst, kwargs)
+        edges = _edges(conv, src, dst, inputs[0], num_dst, kwargs, given)
+        rest, kwargs = _cut_values(rest, kwargs, lambda value: value[:num_edges][keep])
         return (inputs, edges, *rest), kwargs
 
     def _whole_neighbourhood(
-        self, conv: Any, relation: EdgeType, x_src: Tensor, x_dst: Tensor
+        self,
+        conv: Any,
+        relation: EdgeType,
+        x_src: Tensor,
+        x_dst: Tensor,
+        edge_weight: Tensor | None,
     ) -> None:
         # Every destination row is "hot": its aggregate over the whole
         # neighbourhood comes from the Numba kernel.
         source = x_src.detach().cpu().contiguous()
         layout = self._whole_graphs.setdefault(relation, WholeGraph())
+        if edge_weight is not None:
+            edge_weight = edge_weight.detach().cpu()
         colptr, row, kind, norm, weight = layout.arguments(
-            self._forward.whole[relation], cache_kind(conv), None,
+            self._forward.whole[relation], cache_kind(conv), edge_weight,
             source.numpy().dtype,
         )  # fmt: skip
         agg = torch.empty(x_dst.size(0), source.size(1), dtype=source.dtype)
@@ -421,19 +528,58 @@ def _seed_rows(batch: HeteroData, out: Any, nodes: dict[str, list[int]]) -> Any:
 
 
 def _edges(
-    conv: Any, src: Tensor, dst: Tensor, x_src: Tensor, num_dst: int, kwargs: dict
+    conv: Any,
+    src: Tensor,
+    dst: Tensor,
+    x_src: Tensor,
+    num_dst: int,
+    kwargs: dict,
+    given: dict[str, Tensor],
 ) -> Tensor:
     # The edges as the conv aggregates them fastest: a sparse product for
-    # the aggregations it fuses, an edge_index of the given size otherwise.
-    # Under autocast the product would get bfloat16 rows, which torch's
-    # sparse product lacks on the CPU: PyG's message passing then, as the
-    # plain model computes under autocast.
+    # the aggregations it fuses, an edge_index of the given size otherwise:
+    # with edge values, which the product would leave out, and under
+    # autocast, whose bfloat16 rows torch's sparse product lacks on the CPU
+    # (PyG's message passing then, as the plain model computes).
     autocast = torch.is_autocast_enabled(x_src.device.type)
-    if isinstance(conv.aggr, str) and conv.aggr in FUSED and not autocast:
+    fused = isinstance(conv.aggr, str) and conv.aggr in FUSED
+    if fused and not (autocast or given):
         ones = x_src.new_ones(src.numel())
         return csr_adjacency(src, dst, ones, num_dst, x_src.size(0))
     kwargs["size"] = (x_src.size(0), num_dst)
     return torch.stack([src, dst])
+
+
+def _cut_values(rest: tuple, kwargs: dict, cut: Any) -> tuple[tuple, dict]:
+    # The conv's edge values (its other tensor inputs) cut as its edges were.
+    def apply(value: Any) -> Any:
+        return cut(value) if isinstance(value, Tensor) else value
+
+    rest = tuple(apply(value) for value in rest)
+    return rest, {name: apply(value) for name, value in kwargs.items()}
+
+
+def edge_keywords(model: torch.nn.Module) -> dict[str, str]:
+    """The keyword by which ``model.forward`` takes each edge value's dict.
+
+    ``to_hetero`` models take ``edge_weight`` and ``edge_attr`` (dicts by
+    edge type); models of ``HeteroConv`` layers, as PyG's examples write
+    them, ``edge_weight_dict`` and ``edge_attr_dict``.
+
+    Example:
+        >>> from torch_geometric.nn import GraphSAGE, to_hetero
+        >>> metadata = (["a"], [("a", "to", "a")])
+        >>> edge_keywords(to_hetero(GraphSAGE(4, 8, num_layers=2), metadata))
+        {'edge_weight': 'edge_weight', 'edge_attr': 'edge_attr'}
+    """
+    parameters = inspect.signature(model.forward).parameters
+    keywords = {}
+    for name in ("edge_weight", "edge_attr"):
+        for keyword in (f"{name}_dict", name):
+            if keyword in parameters:
+                keywords[name] = keyword
+                break
+    return keywords
 
 
 def _rows(x: Tensor, count: int) -> Tensor:

@@ -460,9 +460,9 @@ def _edge_inputs(model: torch.nn.Module) -> tuple[str, ...]:
 
 
 def _relation_kinds(layers: HeteroLayers, loader: Any) -> dict[Any, str]:
-    # The cache kind of each hot relation's bottom conv; refuses a relation
-    # that no kind serves exactly (heterogeneous graphs have no embedding mode).
-    kinds = layers.kinds()
+    # The hot values of each hot relation's bottom conv; refuses a relation
+    # that none serves exactly (heterogeneous graphs have no embedding mode).
+    kinds = layers.hot_kinds(loader.data)
     relations = [r for r in loader.cache.relations if r in kinds]
     unserved = {
         r: type(layers.bottom[r]).__name__
@@ -473,8 +473,9 @@ def _relation_kinds(layers: HeteroLayers, loader: Any) -> dict[Any, str]:
         raise NotImplementedError(
             f"hot nodes of a heterogeneous graph are served exactly for bottom "
             f"convs that aggregate raw features without weights (SAGEConv, "
-            f"GraphConv, GINConv); these relations' are not: {unserved}. Use "
-            f"hot_ratio=0, or hot_ratio={{node_type: 0.0}} for their "
-            f"destination types"
+            f"GraphConv, GINConv; GraphConv also with the relation's "
+            f"edge_weight), not reading edge_attr; these relations' are not: "
+            f"{unserved}. Use hot_ratio=0, or hot_ratio={{node_type: 0.0}} for "
+            f"their destination types"
         )
     return {r: kinds[r] for r in relations}

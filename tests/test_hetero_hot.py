@@ -288,6 +288,47 @@ def test_bf16_forward_and_gradients_match_the_whole_graph_under_autocast(data, m
         )  # fmt: skip
 
 
+def test_device_cache_serves_the_same_hot_values_from_the_device(data):
+    # CPU as the device: the GPU path runs the same code.
+    def loader_and_model(**kwargs):
+        torch.manual_seed(3)
+        loader = OrchNeighborLoader(
+            data, [4, 3], input_nodes="paper", batch_size=BATCH, shuffle=True,
+            hot_ratio=0.2, hot_method="degree", device="cpu", **kwargs,
+        )  # fmt: skip
+        return loader, OrchModel(build(sage, data)[0], loader)
+
+    loader, plain_model = loader_and_model()
+    plain = list(loader)
+    assert loader.cache.device is None
+    value_bytes = sum(
+        cache.hot_nodes.numel() * data[source].x[0].nbytes
+        for (source, _, _), cache in loader.cache.caches.items()
+    )
+    for budget, on_device in [(value_bytes - 1, False), (value_bytes, True)]:
+        loader, model = loader_and_model(device_cache=budget)
+        assert (loader.cache.device is not None) == on_device
+        for got, want in zip(loader, plain, strict=True):
+            for edge_type in data.edge_types:
+                assert "hot_slot" not in got[edge_type]
+                if "hot_agg" in want[edge_type]:
+                    assert torch.equal(got[edge_type].hot_agg, want[edge_type].hot_agg)
+        assert torch.equal(model(got), plain_model(want))
+        # Before the move to the device: each relation's rows there, or values.
+        unmoved = loader._make_batch(next(iter(loader.batch_sampler)))
+        key = "hot_slot" if on_device else "hot_agg"
+        assert {r for r in unmoved.edge_types if key in unmoved[r]} == set(
+            loader.cache.caches
+        )
+    # The served rows are the hot papers' full-neighbourhood means.
+    cites = ("paper", "cites", "paper")
+    src, dst = data[cites].edge_index
+    size = data["paper"].num_nodes
+    means = scatter(data["paper"].x[src], dst, dim=0, dim_size=size, reduce="mean")
+    ids = got["paper"].n_id[got["paper"].hot_index]
+    check_close(got[cites].hot_agg, means[ids])
+
+
 # 2. Sampled fan-outs: hot nodes are not expanded in the last hop -------------
 
 

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import HeteroData
 
-from pyg_orch.hot.cache import HotCache, gather
+from pyg_orch.hot.cache import HotCache, gather, hot_row_bytes
 from pyg_orch.hot.choice import frontier_size
 
 EdgeType = tuple[str, str, str]
@@ -48,6 +48,9 @@ class RelationCache:
             with hot nodes.
         kind: the aggregation each relation's bottom conv needs, by edge type
             (``None`` until a model serves the loader).
+        device: where the static values are also kept, when they fit the
+            loader's ``device_cache`` (``None``: on the CPU only); batches
+            then carry each relation's ``hot_slot``, its rows there.
 
     Raises:
         ValueError: hot nodes of a type that a relation without source
@@ -102,10 +105,9 @@ class RelationCache:
         # Every relation into a type shares its hot nodes, hence its slots.
         self.slots = {dst: cache.slot for (_, _, dst), cache in self.caches.items()}
         self.kind: dict[EdgeType, str] | None = None
-        # What HotVertices reads of any cache: static values, on the CPU.
-        self.mode, self.mode_chosen, self.snapshot, self.device = (
-            "static", False, None, None,
-        )  # fmt: skip
+        # What HotVertices reads of any cache: static values.
+        self.mode, self.mode_chosen, self.snapshot = "static", False, None
+        self._device: torch.device | None = None
 
     @classmethod
     def from_values(
@@ -151,6 +153,35 @@ class RelationCache:
         return cache
 
     @property
+    def device(self) -> torch.device | None:
+        """Where the static values are also kept (``None``: the CPU only)."""
+        return self._device
+
+    @device.setter
+    def device(self, device: torch.device | None) -> None:
+        self._device = device
+        for cache in self.caches.values():
+            cache.device = device
+
+    def value_bytes(self) -> int:
+        """Bytes of the values of every relation: what ``device`` would hold.
+
+        Example:
+            >>> colptr, row = torch.tensor([0, 2, 2]), torch.tensor([0, 1])
+            >>> cache = RelationCache(
+            ...     ["a", "b"], torch.tensor([0, 2, 4]),
+            ...     {("a", "to", "b"): (colptr, row)},
+            ...     {"a": torch.ones(2, 3), "b": torch.zeros(2, 1)},
+            ...     hot_nodes=torch.tensor([2]))
+            >>> cache.value_bytes()  # one hot row of 3 float32 sums
+            12
+        """
+        return sum(
+            cache.hot_nodes.numel() * hot_row_bytes(cache.x)
+            for cache in self.caches.values()
+        )
+
+    @property
     def num_hot(self) -> int:
         """Number of hot nodes, of all types."""
         return self.hot_nodes.numel()
@@ -186,6 +217,8 @@ class RelationCache:
                 )
             cache.kind = kind
             cache.values()
+            if self.device is not None:
+                cache.device_values()
         self.kind = {edge_type: kinds[edge_type] for edge_type in self.caches}
 
     def annotate(self, batch: HeteroData) -> None:
@@ -193,7 +226,9 @@ class RelationCache:
 
         ``batch[t].hot_index`` holds the local positions of the hot frontier
         nodes of type ``t``; ``batch[relation].hot_agg`` their aggregates over
-        that relation, in the same order.
+        that relation, in the same order, or with the values on the
+        :attr:`device` ``batch[relation].hot_slot``, their rows there (see
+        :meth:`to_device`).
         """
         for node_type, slot in self.slots.items():
             if node_type not in batch.node_types:
@@ -202,11 +237,26 @@ class RelationCache:
             frontier = store.n_id[: frontier_size(store.num_sampled_nodes)]
             slots = slot[frontier]
             store.hot_index = (slots >= 0).nonzero().view(-1)
+            hot_slots = slots[store.hot_index]
             for edge_type, cache in self.caches.items():
-                if edge_type[2] == node_type:
-                    batch[edge_type].hot_agg = gather(
-                        cache.values(), slots[store.hot_index]
-                    )
+                if edge_type[2] != node_type:
+                    continue
+                if self.device is None:
+                    batch[edge_type].hot_agg = gather(cache.values(), hot_slots)
+                else:
+                    batch[edge_type].hot_slot = hot_slots
+
+    def to_device(self, batch: HeteroData) -> None:
+        """Puts each relation's ``hot_agg`` in a batch moved to :attr:`device`.
+
+        Its rows of the values kept there, by the ``hot_slot`` that
+        :meth:`annotate` left in place of it.
+        """
+        for edge_type, store in zip(batch.edge_types, batch.edge_stores, strict=True):
+            if "hot_slot" in store:
+                values = self.caches[edge_type].device_values()
+                store.hot_agg = values[store.hot_slot]
+                del store.hot_slot
 
     def computed(self) -> dict[str, Any]:
         """Nothing: static values are exact and recomputed from the graph."""

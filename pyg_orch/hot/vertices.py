@@ -240,6 +240,8 @@ class HotVertices:
             self.cache = _relation_cache(
                 sampler, self.features, hot.nodes, self.edge_weight or {}
             )
+            if 0 < self.cache.value_bytes() <= self.device_bytes:
+                self.cache.device = self.device
             sampler.hot_mask = self.cache.mask
             return
         self.cache = HotCache(
@@ -272,13 +274,16 @@ class HotVertices:
             >>> reserved == 271 * 1433 * 4, hot.cache.device
             (True, device(type='cpu'))
         """
-        if self.mode not in (None, "static") or not isinstance(self.features, Tensor):
-            return 0  # (heterogeneous hot values stay on the CPU)
-        if self.ratio == "auto":
+        if self.mode not in (None, "static") or self.features is None:
+            return 0
+        if isinstance(self.cache, RelationCache):
+            size = self.cache.value_bytes()
+        elif self.ratio == "auto":
             rows = round(max(AUTO_RATIOS) * self.features.size(0))
+            size = rows * hot_row_bytes(self.features)
         else:
             rows = self.cache.num_hot if self.cache is not None else 0
-        size = rows * hot_row_bytes(self.features)
+            size = rows * hot_row_bytes(self.features)
         if size == 0 or size > budget:
             return 0
         self.device_bytes = size

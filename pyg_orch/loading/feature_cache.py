@@ -16,6 +16,7 @@ from torch_geometric.data import Data
 
 from pyg_orch.hot.cache import HotCache, gather, row_bytes
 from pyg_orch.hot.choice import out_degree
+from pyg_orch.hot.relation_cache import RelationCache
 
 # Share of free GPU memory a device_cache="auto" takes; the rest is left to
 # training (activations, gradients, the allocator's slack).
@@ -134,14 +135,15 @@ def gather_features(batch: Data, x: Tensor, feature_cache: FeatureCache | None) 
 def to_device(
     batch: Data,
     device: torch.device | str,
-    hot_cache: HotCache | None,
+    hot_cache: HotCache | RelationCache | None,
     feature_cache: FeatureCache | None,
 ) -> Data:
     """Copies ``batch`` to ``device`` and completes it from the caches there.
 
     ``hot_agg`` comes from the device values of ``hot_cache`` where the batch
-    holds ``hot_slot``, and ``x`` is assembled from ``x_cold`` and the rows
-    of ``feature_cache`` where :func:`gather_features` split it.
+    holds ``hot_slot`` (each relation's, on a heterogeneous batch), and ``x``
+    is assembled from ``x_cold`` and the rows of ``feature_cache`` where
+    :func:`gather_features` split it.
 
     Example:
         >>> x = torch.arange(6.0).view(3, 2)
@@ -152,7 +154,9 @@ def to_device(
         [[4.0, 5.0], [0.0, 1.0]]
     """
     batch = batch.to(device, non_blocking=True)
-    if "hot_slot" in batch:
+    if isinstance(hot_cache, RelationCache):
+        hot_cache.to_device(batch)
+    elif "hot_slot" in batch:
         batch.hot_agg = hot_cache.device_values()[batch.hot_slot]
         del batch.hot_slot
     if "x_cold" in batch:

@@ -278,6 +278,8 @@ class HotVertices:
             return 0
         if isinstance(self.cache, RelationCache):
             size = self.cache.value_bytes()
+        elif not isinstance(self.features, Tensor):
+            return 0  # a heterogeneous graph without hot nodes
         elif self.ratio == "auto":
             rows = round(max(AUTO_RATIOS) * self.features.size(0))
             size = rows * hot_row_bytes(self.features)

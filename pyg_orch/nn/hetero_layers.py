@@ -223,7 +223,7 @@ class HeteroLayers:
                     values.setdefault(relation, {})[name] = value
         return values
 
-    def hot_kinds(self, data: HeteroData) -> dict[EdgeType, str | None]:
+    def hot_kinds(self, data: Any) -> dict[EdgeType, str | None]:
         """The hot values each relation's bottom conv needs on ``data``.
 
         Its cache kind, weighted (``"weighted_<kind>"``) where the conv is
@@ -237,7 +237,9 @@ class HeteroLayers:
         """
         kinds = {}
         for relation, conv in self.bottom.items():
-            store, kind = data[relation], cache_kind(conv)
+            # A partitioned graph's stores hold no edge values of their own.
+            store = data[relation] if isinstance(data, HeteroData) else {}
+            kind = cache_kind(conv)
             given = {
                 name
                 for name in self.edge_keywords
@@ -246,7 +248,7 @@ class HeteroLayers:
             if kind is None or "edge_attr" in given:
                 kinds[relation] = None
             elif "edge_weight" in given:
-                if store.edge_weight.requires_grad:
+                if store["edge_weight"].requires_grad:
                     raise NotImplementedError(
                         f"data[{relation}].edge_weight requires grad, but hot "
                         f"values are aggregated with it once, as constants: the "

@@ -48,9 +48,6 @@ class RelationCache:
             with hot nodes.
         kind: the aggregation each relation's bottom conv needs, by edge type
             (``None`` until a model serves the loader).
-        device: where the static values are also kept, when they fit the
-            loader's ``device_cache`` (``None``: on the CPU only); batches
-            then carry each relation's ``hot_slot``, its rows there.
 
     Raises:
         ValueError: hot nodes of a type that a relation without source
@@ -154,7 +151,11 @@ class RelationCache:
 
     @property
     def device(self) -> torch.device | None:
-        """Where the static values are also kept (``None``: the CPU only)."""
+        """Where the static values are also kept (``None``: the CPU only).
+
+        Set when they fit the loader's ``device_cache``; batches then carry
+        each relation's ``hot_slot``, its rows there.
+        """
         return self._device
 
     @device.setter

@@ -91,8 +91,11 @@ class OrchModel(torch.nn.Module):
     then run through PyG's message passing. With hot vertices a ``GraphConv``
     bottom layer is served the weighted aggregates (exact); a bottom conv
     reading ``edge_attr`` is refused. A heterogeneous model runs as
-    ``model(x_dict, edge_index_dict)``: a relation's edge value its conv would
-    read is refused.
+    ``model(x_dict, edge_index_dict, **values)``, given the batch's
+    ``edge_weight`` and ``edge_attr`` dicts by the keywords its ``forward``
+    takes (``edge_weight`` / ``edge_attr`` for ``to_hetero`` models,
+    ``edge_weight_dict`` / ``edge_attr_dict`` for ``HeteroConv`` ones); an
+    edge value a relation conv would read without such a keyword is refused.
 
     A bottom conv whose messages depend on weights (``GATConv``,
     ``SAGEConv(project=True)``, ...) cannot be served exactly: unless the
@@ -105,8 +108,10 @@ class OrchModel(torch.nn.Module):
     :mod:`pyg_orch.nn.hetero_layers`): each computes only the rows its layer
     needs, and in the bottom layer each hot node's aggregation over each
     relation is its cached full-neighbourhood aggregate of that relation,
-    exact as above. Relations whose bottom conv aggregates with weights are
-    refused with hot nodes (heterogeneous graphs have no embedding mode yet).
+    exact as above (weighted where a ``GraphConv`` reads the relation's
+    ``edge_weight``). Relations whose bottom conv aggregates with weights or
+    reads ``edge_attr`` are refused with hot nodes (heterogeneous graphs have
+    no embedding mode yet).
 
     Raises:
         TypeError: ``model`` is neither a ``BasicGNN`` nor has a conv per

@@ -146,6 +146,10 @@ class HotCache:
         """Number of hot vertices."""
         return self.hot_nodes.numel()
 
+    def value_bytes(self) -> int:
+        """Bytes of the values of one kind: what ``device`` would hold."""
+        return self.num_hot * hot_row_bytes(self.x)
+
     def values(self, kind: str | None = None) -> Tensor:
         """The aggregates of every hot vertex, in ``hot_nodes`` order.
 

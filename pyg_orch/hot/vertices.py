@@ -240,17 +240,14 @@ class HotVertices:
             self.cache = _relation_cache(
                 sampler, self.features, hot.nodes, self.edge_weight or {}
             )
-            if 0 < self.cache.value_bytes() <= self.device_bytes:
-                self.cache.device = self.device
-            sampler.hot_mask = self.cache.mask
-            return
-        self.cache = HotCache(
-            sampler.colptr, sampler.row, self.features, hot.nodes,
-            edge_weight=self.edge_weight, edge_perm=sampler.perm,
-        )  # fmt: skip
-        self.cache.mode = self.mode or "static"
-        self.cache.mode_chosen = self.mode is not None
-        if 0 < hot.nodes.numel() * hot_row_bytes(self.features) <= self.device_bytes:
+        else:
+            self.cache = HotCache(
+                sampler.colptr, sampler.row, self.features, hot.nodes,
+                edge_weight=self.edge_weight, edge_perm=sampler.perm,
+            )  # fmt: skip
+            self.cache.mode = self.mode or "static"
+            self.cache.mode_chosen = self.mode is not None
+        if 0 < self.cache.value_bytes() <= self.device_bytes:
             self.cache.device = self.device
         sampler.hot_mask = self.cache.mask
 
@@ -276,16 +273,13 @@ class HotVertices:
         """
         if self.mode not in (None, "static") or self.features is None:
             return 0
-        if isinstance(self.cache, RelationCache):
-            size = self.cache.value_bytes()
-        elif not isinstance(self.features, Tensor):
-            return 0  # a heterogeneous graph without hot nodes
-        elif self.ratio == "auto":
+        if self.ratio != "auto":
+            size = self.cache.value_bytes() if self.cache is not None else 0
+        elif isinstance(self.features, Tensor):
             rows = round(max(AUTO_RATIOS) * self.features.size(0))
             size = rows * hot_row_bytes(self.features)
         else:
-            rows = self.cache.num_hot if self.cache is not None else 0
-            size = rows * hot_row_bytes(self.features)
+            return 0  # (a heterogeneous "auto" ratio reserves nothing)
         if size == 0 or size > budget:
             return 0
         self.device_bytes = size

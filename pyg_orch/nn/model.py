@@ -80,9 +80,7 @@ class OrchModel(torch.nn.Module):
             float32 and store bfloat16, so no layer's rows are cast.
             ``"fp16"`` does so in float16, on CUDA only (train it with a
             ``torch.amp.GradScaler``). :meth:`inference` stays in the model's
-            dtype. A heterogeneous model's relation convs then aggregate
-            through PyG's message passing, as the plain model does under
-            autocast.
+            dtype. Heterogeneous models aggregate as the plain one does.
 
     The batch's ``edge_weight`` and ``edge_attr`` reach the convs as the
     wrapped model's ``forward`` passes them (its ``supports_edge_weight`` and
@@ -90,12 +88,10 @@ class OrchModel(torch.nn.Module):
     with each layer's edges: GCN normalises with the weights, other convs
     then run through PyG's message passing. With hot vertices a ``GraphConv``
     bottom layer is served the weighted aggregates (exact); a bottom conv
-    reading ``edge_attr`` is refused. A heterogeneous model runs as
-    ``model(x_dict, edge_index_dict, **values)``, given the batch's
-    ``edge_weight`` and ``edge_attr`` dicts by the keywords its ``forward``
-    takes (``edge_weight`` / ``edge_attr`` for ``to_hetero`` models,
-    ``edge_weight_dict`` / ``edge_attr_dict`` for ``HeteroConv`` ones); an
-    edge value a relation conv would read without such a keyword is refused.
+    reading ``edge_attr`` is refused. A heterogeneous model gets the batch's
+    ``edge_weight`` / ``edge_attr`` dicts by the keywords its ``forward``
+    takes (:func:`~pyg_orch.nn.hetero_layers.edge_keywords`); an edge value a
+    relation conv would read without such a keyword is refused.
 
     A bottom conv whose messages depend on weights (``GATConv``,
     ``SAGEConv(project=True)``, ...) cannot be served exactly: unless the

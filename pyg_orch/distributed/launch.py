@@ -218,7 +218,9 @@ def _print_stacks(processes: list[Any]) -> None:
     for process in processes:
         if process.is_alive():
             os.kill(process.pid, _STACKS)
-    time.sleep(_GRACE)  # faulthandler writes from a signal handler, at once
+            # faulthandler writes from the signal handler at once: one rank at
+            # a time, so that ranks sharing stderr do not interleave stacks.
+            time.sleep(_GRACE)
 
 
 def _receive(results: Any, values: dict[int, Any], failures: dict[int, str]) -> None:

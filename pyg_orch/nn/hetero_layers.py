@@ -87,8 +87,8 @@ class _Forward:
     x: dict[str, Tensor]
     hot_index: dict[str, Tensor]
     hot_agg: dict[EdgeType, Tensor]
-    # The edge values the model is given, by relation and name.
-    edge_values: dict[EdgeType, dict[str, Tensor]]
+    # The edge values the model is given, by name and relation.
+    edge_values: dict[str, dict[EdgeType, Tensor]]
     # For inference: the whole graph, whose every destination row of every
     # layer gets its full-neighbourhood aggregate.
     whole: HeteroData | None = None
@@ -110,7 +110,11 @@ class _Forward:
             NotImplementedError: a tensor that is none of them, which
                 OrchModel cannot cut to each layer's edges.
         """
-        known = self.edge_values.get(relation, {})
+        known = {
+            name: by_relation[relation]
+            for name, by_relation in self.edge_values.items()
+            if relation in by_relation
+        }
         given = {}
         for value in inputs:
             if not isinstance(value, Tensor):
@@ -213,14 +217,14 @@ class HeteroLayers:
 
     def edge_values(
         self, data: HeteroData, device: torch.device
-    ) -> dict[EdgeType, dict[str, Tensor]]:
-        """The edge values of ``data`` the model takes, by relation and name."""
-        values: dict[EdgeType, dict[str, Tensor]] = {}
+    ) -> dict[str, dict[EdgeType, Tensor]]:
+        """The edge values of ``data`` the model takes, by name and relation."""
+        values: dict[str, dict[EdgeType, Tensor]] = {}
         for relation, store in zip(data.edge_types, data.edge_stores, strict=True):
             for name in self.edge_keywords:
                 if store.get(name) is not None:
                     value = store[name].to(device, non_blocking=True)
-                    values.setdefault(relation, {})[name] = value
+                    values.setdefault(name, {})[relation] = value
         return values
 
     def hot_kinds(self, data: Any) -> dict[EdgeType, str | None]:
@@ -322,14 +326,10 @@ class HeteroLayers:
         self,
         x: dict[str, Tensor],
         edge_index: dict[EdgeType, Tensor],
-        values: dict[EdgeType, dict[str, Tensor]],
+        values: dict[str, dict[EdgeType, Tensor]],
     ) -> Any:
         # model(x, edge_index) given the edge values by the keywords it takes.
-        by_name: dict[str, dict[EdgeType, Tensor]] = {}
-        for relation, named in values.items():
-            for name, value in named.items():
-                by_name.setdefault(name, {})[relation] = value
-        keywords = {self.edge_keywords[name]: v for name, v in by_name.items()}
+        keywords = {self.edge_keywords[name]: v for name, v in values.items()}
         return self.model(x, edge_index, **keywords)
 
     def run(
@@ -340,7 +340,7 @@ class HeteroLayers:
         edges: dict[EdgeType, list[int]],
         hot_index: dict[str, Tensor],
         hot_agg: dict[EdgeType, Tensor],
-        edge_values: dict[EdgeType, dict[str, Tensor]] | None = None,
+        edge_values: dict[str, dict[EdgeType, Tensor]] | None = None,
     ) -> Any:
         """``model(x, edge_index)`` with every relation conv cut to its layer.
 
@@ -351,8 +351,8 @@ class HeteroLayers:
             edges: sampled edges per hop, per relation.
             hot_index: the hot frontier rows per node type.
             hot_agg: their aggregates per relation into their type.
-            edge_values: the batch's edge values the model takes, by
-                relation and name (``edge_weight``, ``edge_attr``).
+            edge_values: the batch's edge values the model takes, by name
+                (``edge_weight``, ``edge_attr``) and relation.
 
         Returns:
             The model's output.

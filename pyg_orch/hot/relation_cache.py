@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import HeteroData
 
-from pyg_orch.hot.cache import HotCache, gather, hot_row_bytes
+from pyg_orch.hot.cache import HotCache, gather
 from pyg_orch.hot.choice import frontier_size
 
 EdgeType = tuple[str, str, str]
@@ -177,10 +177,7 @@ class RelationCache:
             >>> cache.value_bytes()  # one hot row of 3 float32 sums
             12
         """
-        return sum(
-            cache.hot_nodes.numel() * hot_row_bytes(cache.x)
-            for cache in self.caches.values()
-        )
+        return sum(cache.value_bytes() for cache in self.caches.values())
 
     @property
     def num_hot(self) -> int:

@@ -331,3 +331,23 @@ def test_bf16_rounding_is_torchs_bit_for_bit():
     nan = torch.isnan(expected)
     assert torch.equal(torch.isnan(ours), nan)
     assert torch.equal(ours[~nan].view(torch.int16), expected[~nan].view(torch.int16))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("first", [True, False])
+def test_max_passes_a_nan_on_in_any_edge_order(weighted, first):
+    # torch's amax (PyG's scatter max) gives NaN to every node that reads a
+    # NaN, whether it comes first or last among the node's in-edges.
+    x = torch.tensor([[1.0, float("nan")], [2.0, 0.5], [float("nan"), 3.0]])
+    edge_index = torch.tensor([[0, 1, 2, 1], [1, 2, 0, 0]])
+    if not first:
+        edge_index = edge_index.flip(1)
+    weight = torch.tensor([0.5, 2.0, 1.0, 3.0])
+    colptr, row = csc(edge_index, 3, np.int64)
+    order = torch.sort(edge_index[1], stable=True).indices
+    out = np.empty((3, 2), np.float32)
+    aggregate(colptr, row, x.numpy(), np.arange(3), "max", out,
+              edge_weight=weight[order].numpy() if weighted else None)  # fmt: skip
+    message = x[edge_index[0]] * (weight.view(-1, 1) if weighted else 1)
+    expected = scatter(message, edge_index[1], 0, dim_size=3, reduce="max")
+    torch.testing.assert_close(torch.from_numpy(out), expected, equal_nan=True)

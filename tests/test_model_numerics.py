@@ -170,3 +170,36 @@ def test_the_kernels_aggregate_float64_features_in_float64(kind):
     torch.testing.assert_close(torch.from_numpy(out), expected, rtol=0, atol=1e-12)
     scale = gcn_inverse_sqrt_degree(colptr.numpy(), row.numpy(), np.float64)
     assert scale.dtype == np.float64
+
+
+@pytest.mark.parametrize("aggr", ["max", "mean", "sum"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_nan_feature_reaches_every_output_it_reaches_in_pyg(aggr, precision):
+    # torch's scatter passes a NaN to every node that reads it, for max too
+    # (amax), whatever the order of the edges.
+    data = graph()
+    source = int(torch.bincount(data.edge_index[0]).argmax())
+    data.x[source, 3] = float("nan")
+    torch.manual_seed(0)
+    model = GraphSAGE(8, 16, num_layers=2, out_channels=4, aggr=aggr)
+    loader = OrchNeighborLoader(data, [-1, -1], batch_size=data.num_nodes)
+    orch = OrchModel(model, loader, precision=precision)
+    batch = next(iter(loader))
+    with torch.autocast("cpu", torch.bfloat16, enabled=precision == "bf16"):
+        expected = model(data.x, data.edge_index)[batch.n_id[: batch.batch_size]]
+        got = orch(batch)
+    nan = expected.isnan()
+    assert 1 < int(nan.any(1).sum()) < data.num_nodes
+    assert torch.equal(got.isnan(), nan)
+    if precision == "fp32":
+        torch.testing.assert_close(got[~nan], expected[~nan], rtol=0, atol=1e-5)
+        # The gradients' NaNs too: a NaN maximum gives its sources NaN.
+        rows = ~nan.any(1)
+        parameters = list(model.parameters())
+        got_grads = torch.autograd.grad(got[rows].sum(), parameters)
+        grads = torch.autograd.grad(expected[rows].sum(), parameters)
+        for got_grad, grad in zip(got_grads, grads, strict=True):
+            assert torch.equal(got_grad.isnan(), grad.isnan())
+    with torch.no_grad():
+        whole = model.eval()(data.x, data.edge_index)
+    assert torch.equal(orch.inference(data).isnan(), whole.isnan())

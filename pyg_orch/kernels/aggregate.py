@@ -22,9 +22,10 @@ Numeric choices:
 - Every output row is owned by one loop iteration and summed in a fixed order
   (four neighbours at a time), so results never depend on the thread count.
   The order is not PyG's, so the two differ by rounding only.
-- Features are assumed finite: ``"gcn"`` drops the graph's own self loops by
-  giving them weight 0 (0 * inf is NaN), and ``"max"`` does not propagate NaN
-  the way torch does.
+- NaN passes on as in torch: a row that reads a NaN is NaN, whatever the
+  edge order, also for ``"max"`` (:func:`_max`, as ``scatter_reduce``'s
+  ``"amax"``). ``"gcn"`` drops the graph's own self loops by giving them
+  weight 0, so an inf in a node's own row there gives NaN.
 
 Memory behaviour, which decides the speed: the kernels are bound by random
 reads of feature rows, so they prefetch the rows a few edges ahead and the CSC
@@ -113,6 +114,14 @@ def _read(v, rectify: bool):
     value = as_float(v)
     # float32's zero unifies with float64 rows to float64's.
     return np.float32(0.0) if rectify and value < 0 else value
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _max(a, b):
+    # torch's amax: a NaN on either side wins (Python's max keeps whichever
+    # comes first when a comparison with NaN is false, so the result would
+    # depend on the order of the edges).
+    return a if a > b or a != a else b
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -227,18 +236,18 @@ def _max_row(colptr, row, x, tail, v, o) -> None:
         _prefetch_edges(row, x, tail, e, hi, 4)
         xa, xb, xc, xd = x[row[e]], x[row[e + 1]], x[row[e + 2]], x[row[e + 3]]
         for f in range(o.shape[0]):
-            o[f] = max(
+            o[f] = _max(
                 o[f],
-                max(
-                    max(as_float(xa[f]), as_float(xb[f])),
-                    max(as_float(xc[f]), as_float(xd[f])),
+                _max(
+                    _max(as_float(xa[f]), as_float(xb[f])),
+                    _max(as_float(xc[f]), as_float(xd[f])),
                 ),
             )
         e += 4
     for rest in range(e, hi):
         xa = x[row[rest]]
         for f in range(o.shape[0]):
-            o[f] = max(o[f], as_float(xa[f]))
+            o[f] = _max(o[f], as_float(xa[f]))
 
 
 @njit(cache=True, nogil=True)
@@ -264,7 +273,7 @@ def _weighted_row(colptr, row, x, tail, v, weight, code, o) -> None:
         w, xa = weight[e], x[row[e]]
         if code == _MAX:
             for f in range(o.shape[0]):
-                o[f] = max(o[f], w * as_float(xa[f]))
+                o[f] = _max(o[f], w * as_float(xa[f]))
         else:
             for f in range(o.shape[0]):
                 o[f] += w * as_float(xa[f])

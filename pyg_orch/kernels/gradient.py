@@ -16,7 +16,8 @@ evenly among the sources at its maximum, as the backward of PyG's edge-wise
 ``scatter(..., reduce="max")`` (``torch.scatter_reduce`` with ``"amax"``)
 does (relu outputs make such ties common). Like torch's, it also counts the
 zero that scatter starts from when the maximum is zero: a share of the
-gradient that reaches no source.
+gradient that reaches no source; and a NaN maximum, which no source equals,
+gives every source NaN, as torch's ``0 * (grad / 0)`` does.
 """
 
 from __future__ import annotations
@@ -95,6 +96,10 @@ def _gradient_row(srcptr, rows, scaled, code, x, out, grad_root, active, u, o):
             for f in range(o.shape[0]):
                 if as_float(xu[f]) == as_float(top[f]):
                     o[f] += as_float(s[f])
+                else:
+                    # torch adds 0 * share: NaN where the share is not finite
+                    # (a NaN maximum, which no source equals).
+                    o[f] += 0.0 * as_float(s[f])
         else:
             for f in range(o.shape[0]):
                 o[f] += as_float(s[f])

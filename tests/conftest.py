@@ -1,4 +1,4 @@
-"""Shared fixtures: small graphs with known structure."""
+"""Shared fixtures: small graphs with known structure, and a printed-ratio check."""
 
 import pytest
 import torch
@@ -26,6 +26,21 @@ def random_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Data:
         edge_attr=torch.arange(edge_index.size(1), dtype=torch.float),
         num_nodes=num_nodes,
     )
+
+
+def assert_printed_ratio(
+    ratio: float, numerator: float, denominator: float, step: float, ratio_step: float
+) -> None:
+    """``ratio`` is ``numerator / denominator`` as printed, up to their rounding.
+
+    The two times are printed to ``step`` (0.1 for ``:.1f``) and the ratio,
+    of the unrounded times, to ``ratio_step``: a check tighter than both
+    roundings fails on a small ratio however right it is.
+    """
+    half, half_ratio = step / 2, ratio_step / 2
+    low = (numerator - half) / (denominator + half) - half_ratio
+    high = (numerator + half) / max(denominator - half, 1e-12) + half_ratio
+    assert low <= ratio <= high, (ratio, numerator, denominator)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 from torch_geometric.distributed import DistContext, LocalFeatureStore, LocalGraphStore
-from torch_geometric.nn import GraphSAGE, to_hetero
+from torch_geometric.nn import GraphConv, GraphSAGE, to_hetero
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 import pyg_orch.distributed  # noqa: F401 - makes PyG's engine run here
 from pyg_orch import OrchModel
@@ -78,10 +79,45 @@ def node_batches(
     }
 
 
+class WeightedGraphConvGNN(BasicGNN):
+    """A ``BasicGNN`` of ``GraphConv`` layers, which take an ``edge_weight``."""
+
+    supports_edge_weight = True
+    supports_edge_attr = False
+
+    def init_conv(self, in_channels, out_channels, **kwargs):
+        return GraphConv(in_channels, out_channels, **kwargs)
+
+
+def weighted_outputs(rank: int, world_size: int, root: Path, model_state: dict) -> dict:
+    """A GraphConv model's outputs on this rank's seeds at full fan-out.
+
+    With the batches' edge ids and edge weights.
+    """
+    data = stores(root, rank)
+    loader = OrchDistNeighborLoader(
+        data, [-1, -1], current_ctx=context(rank, world_size), master_port=rpc_port(),
+        input_nodes=data[0].get_global_id(None), batch_size=256, concurrency=2,
+    )  # fmt: skip
+    model = WeightedGraphConvGNN(model_state["in"], 16, num_layers=2, out_channels=4)
+    model.load_state_dict(model_state["weights"])
+    orch = OrchModel(model.eval(), loader)
+    outputs, edges = [], []
+    with torch.no_grad():
+        for batch in loader:
+            outputs.append((batch.n_id[: batch.batch_size], orch(batch)))
+            edges.append((batch.e_id, batch.edge_weight))
+    return {"outputs": outputs, "edges": edges}
+
+
 def hetero_outputs(
     rank: int, world_size: int, root: Path, model_state: dict, seed_type: str
 ) -> list:
-    """A to_hetero(GraphSAGE)'s outputs on this rank's seeds at full fan-out."""
+    """A to_hetero(GraphSAGE)'s outputs on this rank's seeds at full fan-out.
+
+    With each batch's edge ids and edge weights by edge type, where it has
+    them.
+    """
     data = stores(root, rank)
     seeds = (seed_type, data[0].get_global_id(seed_type))
     fanouts = {edge_type: [-1, -1] for edge_type in model_state["metadata"][1]}
@@ -96,14 +132,19 @@ def hetero_outputs(
         model(model_state["x"], model_state["edge_index"])  # creates the lazy weights
     model.load_state_dict(model_state["weights"])
     orch = OrchModel(model.eval(), loader)
-    outputs, hot = [], 0
+    outputs, hot, edges = [], 0, []
     with torch.no_grad():
         for batch in loader:
             size = batch[seed_type].batch_size
             outputs.append((batch[seed_type].n_id[:size], orch(batch)))
             hot += sum(store.get("hot_index", torch.empty(0)).numel()
                        for store in batch.node_stores)  # fmt: skip
-    return {"outputs": outputs, "hot": hot}
+            edges.append({
+                edge_type: (batch[edge_type].e_id, batch[edge_type].edge_weight)
+                for edge_type in batch.edge_types
+                if "edge_weight" in batch[edge_type]
+            })  # fmt: skip
+    return {"outputs": outputs, "hot": hot, "edges": edges}
 
 
 def link_batches(rank: int, world_size: int, root: Path, fanouts: list[int]) -> list:

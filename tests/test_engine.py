@@ -306,6 +306,22 @@ def test_pyg_still_has_the_bugs_the_engine_works_around():
 
     mapping = inspect.getsource(LocalFeatureStore._set_global_id_to_index.__wrapped__)
     assert "int(global_id.max()) + 1" in mapping, "drop fix_empty_types"
+    assert engine.empty_relation_bug(), "drop fix_empty_relations"
+    assert engine.empty_type_features_bug(), "drop fill_empty_features"
+
+
+def test_a_relation_without_edges_in_a_part_is_laid_out_empty():
+    # A rare relation, or one into a small type: a part can hold none of its
+    # edges; its CSC then has no column (fix_hetero_columns adds them).
+    part = engine._hetero_part(torch.empty(2, 0, dtype=torch.long), (3, 4))
+    row, colptr, perm = part.csc()
+    relation = ("a", "to", "b")
+    assert row[relation].numel() == 0 and colptr[relation].tolist() == [0]
+    # A relation with edges is laid out by PyG as before.
+    part = engine._hetero_part(torch.tensor([[2, 0], [1, 1]]), (3, 4))
+    row, colptr, _ = part.csc()
+    assert colptr[relation].tolist() == [0, 0, 2]
+    assert sorted(row[relation].tolist()) == [0, 2]
 
 
 def test_a_node_type_without_nodes_in_a_partition_loads(tmp_path):

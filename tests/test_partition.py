@@ -45,6 +45,7 @@ def _cut(parts: torch.Tensor, edge_index: torch.Tensor) -> float:
 def small() -> Data:
     data = power_law_graph(3000, avg_degree=8, num_features=4, seed=0)
     data.edge_attr = torch.randn(data.num_edges, 3)
+    data.edge_weight = torch.rand(data.num_edges)
     return data
 
 
@@ -58,9 +59,13 @@ def large() -> Data:
 
 @pytest.fixture(scope="module")
 def mag() -> HeteroData:
+    # Each type and relation of its own width: PyG's to_homogeneous() pads
+    # node features to the widest and cannot join edge features.
     data = power_law_hetero_graph(scale=0.01, num_features=4, seed=0)
-    for store in data.edge_stores:
-        store.edge_attr = torch.randn(store.num_edges, 2)
+    data["author"].x = torch.randn(data["author"].num_nodes, 7)
+    for width, store in enumerate(data.edge_stores, start=1):
+        store.edge_attr = torch.randn(store.num_edges, width)
+        store.edge_weight = torch.rand(store.num_edges)
     return data
 
 
@@ -84,8 +89,9 @@ def test_homogeneous_parts_read_back(small, tmp_path):
         # An edge lives in its destination's part, as PyG assigns it.
         assert bool((node_map[edge_index[1]] == pid).all())
         assert bool((edge_map[edge_id] == pid).all())
-        attr = feats.get_tensor(group_name=(None, None), attr_name="edge_attr")
-        assert torch.equal(attr, small.edge_attr[edge_id])
+        for name in ("edge_attr", "edge_weight"):
+            value = feats.get_tensor(group_name=(None, None), attr_name=name)
+            assert torch.equal(value, small[name][edge_id])
         node_ids.append(ids)
         edge_ids.append(edge_id)
     assert torch.equal(torch.cat(node_ids).sort().values, torch.arange(small.num_nodes))
@@ -122,8 +128,9 @@ def test_hetero_parts_read_back(mag, tmp_path):
             assert torch.equal(mag[edge_type].edge_index[:, local], edge_index)
             assert bool((node_map[edge_type[2]][edge_index[1]] == pid).all())
             assert bool((edge_map[edge_type][local] == pid).all())
-            attr = feats.get_tensor(group_name=edge_type, attr_name="edge_attr")
-            assert torch.equal(attr, mag[edge_type].edge_attr[local])
+            for name in ("edge_attr", "edge_weight"):
+                value = feats.get_tensor(group_name=edge_type, attr_name=name)
+                assert torch.equal(value, mag[edge_type][name][local])
             edges[edge_type].append(local)
     for node_type, ids in seen.items():
         count = mag[node_type].num_nodes
@@ -269,6 +276,7 @@ def test_hot_file_homogeneous(small, tmp_path):
     hot = torch.load(tmp_path / "hot.pt")
     assert set(hot) == {
         "version",
+        "partition_id",
         "hot_ratio",
         "method",
         "num_nodes",
@@ -276,7 +284,8 @@ def test_hot_file_homogeneous(small, tmp_path):
         "x",
         "values",
     }
-    assert (hot["version"], hot["hot_ratio"], hot["method"]) == (1, 0.05, "degree")
+    assert (hot["version"], hot["hot_ratio"], hot["method"]) == (2, 0.05, "degree")
+    assert hot["partition_id"] in (tmp_path / "orch.json").read_text()
     assert hot["num_nodes"] == small.num_nodes
     ids = hot["node"][None]
     assert ids.dtype == torch.int64 and torch.equal(ids, ids.sort().values)
@@ -287,13 +296,28 @@ def test_hot_file_homogeneous(small, tmp_path):
     )
     assert torch.equal(hot["x"][None], small.x[ids])
     values = hot["values"][None]
-    assert set(values) == {"mean", "sum", "max", "gcn"}
+    assert set(values) == {"mean", "sum", "max", "gcn", "weighted_mean",
+                           "weighted_sum", "weighted_max"}  # fmt: skip
     src, dst = small.edge_index
+    weighted = small.x[src] * small.edge_weight.view(-1, 1)
     for kind in ("mean", "sum", "max"):
-        expected = scatter(
-            small.x[src], dst, dim=0, dim_size=small.num_nodes, reduce=kind
-        )
-        torch.testing.assert_close(values[kind], expected[ids])
+        for name, message in (("", small.x[src]), ("weighted_", weighted)):
+            expected = scatter(
+                message, dst, dim=0, dim_size=small.num_nodes, reduce=kind
+            )
+            torch.testing.assert_close(values[name + kind], expected[ids])
+    partition_graph(small, 2, tmp_path / "two", hot_ratio=0.05,
+                    hot_kinds=("mean", "weighted_sum"))  # fmt: skip
+    two = torch.load(tmp_path / "two" / "hot.pt")["values"][None]
+    assert set(two) == {"mean", "weighted_sum"}
+    unweighted = small.clone()
+    del unweighted.edge_weight
+    partition_graph(unweighted, 2, tmp_path / "plain", hot_ratio=0.05)
+    plain = torch.load(tmp_path / "plain" / "hot.pt")["values"][None]
+    assert set(plain) == {"mean", "sum", "max", "gcn"}
+    with pytest.raises(ValueError, match="weighted kinds, but the graph has no"):
+        partition_graph(unweighted, 2, tmp_path / "refused", hot_ratio=0.05,
+                        hot_kinds=("weighted_sum",))  # fmt: skip
 
 
 def test_hot_file_hetero(mag, tmp_path):
@@ -304,7 +328,8 @@ def test_hot_file_hetero(mag, tmp_path):
     assert hot["node"]["institution"].numel() == 0
     for edge_type, values in hot["values"].items():
         src_type, _, dst_type = edge_type
-        kinds = {"mean", "sum", "max"} | ({"gcn"} if src_type == dst_type else set())
+        kinds = {"mean", "sum", "max", "weighted_mean", "weighted_sum", "weighted_max"}
+        kinds |= {"gcn"} if src_type == dst_type else set()
         assert set(values) == kinds
         ids = hot["node"][dst_type]
         src, dst = mag[edge_type].edge_index

@@ -123,13 +123,37 @@ def test_link_batches_are_real_edges(graph, tmp_path):
     assert labelled == graph.num_edges
 
 
-@pytest.mark.parametrize("hot_ratio", [pytest.param(0.0, marks=pytest.mark.slow), 0.2])
-def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path, hot_ratio):
-    data = mag.clone()
-    for edge_type in data.edge_types:
-        del data[edge_type].edge_attr
-    root = tmp_path / "mag"
-    partition_graph(data, 2, root, balance=None, hot_ratio=hot_ratio)
+@pytest.mark.parametrize("hot_ratio", [pytest.param(0.0, marks=pytest.mark.slow), 0.3])
+def test_edge_weights_are_carried_and_weigh_as_on_one_machine(
+    graph, tmp_path, hot_ratio
+):
+    data = graph.clone()
+    generator = torch.Generator().manual_seed(1)
+    data.edge_weight = torch.rand(data.num_edges, generator=generator) * 3
+    root = _partition(data, tmp_path, 2, hot_ratio)
+    torch.manual_seed(0)
+    model = ranks.WeightedGraphConvGNN(data.num_features, 16, num_layers=2,
+                                       out_channels=4).eval()  # fmt: skip
+    state = {"in": data.num_features, "weights": model.state_dict()}
+    with torch.no_grad():
+        reference = model(data.x, data.edge_index, edge_weight=data.edge_weight)
+        unweighted = model(data.x, data.edge_index)
+    assert (reference - unweighted).abs().max() > 1  # the weights matter here
+    results = spawn_ranks(ranks.weighted_outputs, 2, (root, state), timeout=60)
+    seen = []
+    for result in results:
+        for e_id, edge_weight in result["edges"]:
+            assert torch.equal(edge_weight, data.edge_weight[e_id])
+        for seeds, out in result["outputs"]:
+            torch.testing.assert_close(out, reference[seeds], atol=1e-5, rtol=1e-4)
+            seen.append(seeds)
+    assert torch.equal(torch.cat(seen).sort().values, torch.arange(data.num_nodes))
+
+
+def _hetero_outputs(data, root, num_parts: int, hot_ratio: float) -> list[dict]:
+    # A to_hetero(GraphSAGE) on the partitioned graph, checked against the
+    # same model on the whole graph; returns what the ranks returned.
+    partition_graph(data, num_parts, root, balance=None, hot_ratio=hot_ratio)
     torch.manual_seed(0)
     model = to_hetero(
         GraphSAGE((-1, -1), 16, num_layers=2, out_channels=4), data.metadata()
@@ -140,7 +164,9 @@ def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path, hot_ratio):
         "metadata": data.metadata(), "weights": model.state_dict(),
         "x": data.x_dict, "edge_index": data.edge_index_dict,
     }  # fmt: skip
-    results = spawn_ranks(ranks.hetero_outputs, 2, (root, state, "paper"), timeout=60)
+    results = spawn_ranks(
+        ranks.hetero_outputs, num_parts, (root, state, "paper"), timeout=60
+    )
     seen = []
     for result in results:
         for seeds, out in result["outputs"]:
@@ -149,6 +175,45 @@ def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path, hot_ratio):
         assert (result["hot"] > 0) == (hot_ratio > 0)
     papers = torch.arange(data["paper"].num_nodes)
     assert torch.equal(torch.cat(seen).sort().values, papers)
+    return results
+
+
+@pytest.mark.parametrize("hot_ratio", [pytest.param(0.0, marks=pytest.mark.slow), 0.2])
+def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path, hot_ratio):
+    data = mag.clone()
+    for edge_type in data.edge_types:
+        del data[edge_type].edge_attr
+    _hetero_outputs(data, tmp_path / "mag", 2, hot_ratio)
+
+
+def test_hetero_types_of_their_own_widths_are_served_their_own_rows(mag, tmp_path):
+    # PyG's Partitioner pads every type's x to the widest. Every relation's
+    # edge_weight is carried by edge id too (the model reads none of them).
+    data = mag.clone()
+    generator = torch.Generator().manual_seed(2)
+    data["author"].x = torch.randn(data["author"].num_nodes, 11, generator=generator)
+    for store in data.edge_stores:
+        store.edge_weight = torch.rand(store.num_edges, generator=generator)
+    results = _hetero_outputs(data, tmp_path / "widths", 2, 0.3)
+    checked = 0
+    for result in results:
+        for edges in result["edges"]:
+            for edge_type, (e_id, edge_weight) in edges.items():
+                assert torch.equal(edge_weight, data[edge_type].edge_weight[e_id])
+                checked += e_id.numel()
+    assert checked > 0
+
+
+@pytest.mark.parametrize("num_parts", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_a_part_without_an_edge_of_a_rare_relation_samples_exactly(
+    mag, tmp_path, num_parts
+):
+    data = mag.clone()
+    for edge_type in data.edge_types:
+        del data[edge_type].edge_attr
+    rare = data.edge_types[0]  # two edges: some part holds none of them
+    data[rare].edge_index = data[rare].edge_index[:, :2]
+    _hetero_outputs(data, tmp_path / "rare", num_parts, 0.3)
 
 
 # --------------------------------------------------------------------------
@@ -218,12 +283,11 @@ def test_a_partition_of_another_graph_is_refused(graph, tmp_path):
 
 def test_missing_files_and_foreign_hot_vertices_are_named(graph, tmp_path):
     root = _partition(graph, tmp_path, 2, 0.2)
-    small = Data(
-        x=torch.ones(4, graph.num_features), edge_index=torch.tensor([[0, 1], [1, 2]])
-    )
-    partition_graph(small, 2, tmp_path / "small", balance=None, hot_ratio=0.5)
-    shutil.copy(tmp_path / "small" / "hot.pt", root / "hot.pt")
-    with pytest.raises(ValueError, match="written for a graph of 4 nodes"):
+    # Another partitioning of the same graph: the same node count.
+    partition_graph(graph, 2, tmp_path / "other", balance=None, hot_ratio=0.2,
+                    method="random")  # fmt: skip
+    shutil.copy(tmp_path / "other" / "hot.pt", root / "hot.pt")
+    with pytest.raises(ValueError, match="hot.pt comes from another partitioning"):
         load_partition(root, 0, 2)
     (root / "part_1" / "graph.pt").unlink()
     with pytest.raises(

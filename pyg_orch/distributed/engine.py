@@ -45,9 +45,11 @@ import torch_geometric.distributed.dist_neighbor_sampler as _dist_sampler
 import torch_geometric.distributed.rpc as _dist_rpc
 import torch_geometric.typing
 from torch import Tensor
+from torch_geometric.data.graph_store import EdgeLayout
 from torch_geometric.distributed import (
     DistNeighborSampler,
     LocalFeatureStore,
+    LocalGraphStore,
     Partitioner,
 )
 from torch_geometric.distributed.event_loop import to_asyncio_future
@@ -272,6 +274,73 @@ def fix_empty_types() -> bool:
     return _wrap_once(LocalFeatureStore, "_set_global_id_to_index", _empty_types_mapped)
 
 
+def _hetero_part(edge_index: Tensor, size: tuple[int, int]) -> LocalGraphStore:
+    # A heterogeneous part holding one relation with edge_index.
+    store = LocalGraphStore()
+    store.meta = {"is_hetero": True}
+    store.put_edge_index(
+        edge_index, edge_type=("a", "to", "b"), layout="coo", size=size
+    )
+    return store
+
+
+def empty_relation_bug() -> bool:
+    """Whether a heterogeneous part with no edge of a relation fails to load.
+
+    PyG's ``GraphStore._edge_to_layout`` counts a heterogeneous
+    ``LocalGraphStore``'s CSC columns as the largest destination with an
+    edge plus one (a "hotfix"), which is ``max()`` of an empty tensor when a
+    part holds no edge of the relation: every sampler built on the part
+    fails (``max(): Expected reduction dim to be specified``).
+
+    Example:
+        >>> empty_relation_bug()
+        True
+    """
+    store = _hetero_part(torch.empty(2, 0, dtype=torch.long), (2, 2))
+    method = LocalGraphStore._edge_to_layout
+    pygs = getattr(method, "__wrapped__", method)  # PyG's own, also once fixed
+    try:
+        pygs(store, store.get_all_edge_attrs()[0], EdgeLayout.CSC)
+    except RuntimeError:
+        return True
+    return False
+
+
+def _empty_relations_laid_out(edge_to_layout: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(edge_to_layout)
+    def laid_out(self: Any, attr: Any, layout: Any, store: bool = False) -> Any:
+        row, col = self.get_edge_index(attr)
+        if col.numel() or EdgeLayout(layout) != EdgeLayout.CSC:
+            return edge_to_layout(self, attr, layout, store)
+        # No edge of the relation here: no column yet (the sampler's
+        # fix_hetero_columns gives every destination its empty one).
+        return row, torch.zeros(1, dtype=col.dtype), None
+
+    return laid_out
+
+
+def fix_empty_relations() -> bool:
+    """Lets a heterogeneous part hold no edge of a relation.
+
+    See :func:`empty_relation_bug` (a rare relation, or one into a small
+    type, in 2 or more parts). A relation without edges in this part is laid
+    out as an empty CSC (or CSR), as every other relation's missing columns
+    are by :func:`fix_hetero_columns`.
+
+    Returns:
+        Whether this call wrapped ``LocalGraphStore._edge_to_layout`` (not on
+        a second call).
+
+    Example:
+        >>> fix_empty_relations()  # import pyg_orch.distributed did
+        False
+    """
+    if not empty_relation_bug():
+        return False
+    return _wrap_once(LocalGraphStore, "_edge_to_layout", _empty_relations_laid_out)
+
+
 def _own_rpc_store(init_rpc: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(init_rpc)
     def init_rpc_with_own_store(*args: Any, **kwargs: Any) -> None:
@@ -354,9 +423,15 @@ def defaultdict_load_bug() -> bool:
     return False
 
 
-def _plain(value: Any) -> Any:
+def plain_dicts(value: Any) -> Any:
+    """``value`` with every ``dict`` in it (a ``defaultdict`` too) a plain one.
+
+    Example:
+        >>> type(plain_dicts(collections.defaultdict(dict, a={})))
+        <class 'dict'>
+    """
     if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: plain_dicts(item) for key, item in value.items()}
     return value
 
 
@@ -369,7 +444,7 @@ def _saves_plain_dicts(generate: Callable[..., None]) -> Callable[..., None]:
             if os.path.exists(path):  # written just now by PyG itself
                 feats = torch.load(path, weights_only=False)
                 if isinstance(feats, collections.defaultdict):
-                    torch.save(_plain(feats), path)
+                    torch.save(plain_dicts(feats), path)
 
     return generate_partition
 
@@ -435,6 +510,7 @@ def install() -> None:
     fix_negative_sampling()
     fix_hetero_columns()
     fix_empty_types()
+    fix_empty_relations()
     fix_rpc_under_torchrun()
     fix_early_requests()
     warm_up()
@@ -465,6 +541,50 @@ def use_type_ids(store: Any, path: str) -> None:
     """
     for node_type, feats in torch.load(path, weights_only=True).items():
         store.put_global_id(feats["id"], group_name=node_type)
+
+
+def empty_type_features_bug() -> bool:
+    """Whether PyG gives a type without sampled nodes or edges no features.
+
+    ``DistNeighborSampler._collate_fn`` fetches no rows for a node (edge)
+    type of which a heterogeneous batch holds none, and leaves that type's
+    ``x`` (``edge_attr``) unset, where PyG's ``NeighborLoader`` on one
+    machine gives it an empty ``[0, F]`` tensor: a model then reads
+    ``None`` (hot vertices make such batches common, as they cut the last
+    hop).
+
+    Example:
+        >>> empty_type_features_bug()
+        True
+    """
+    source = inspect.getsource(_dist_sampler.DistNeighborSampler._collate_fn)
+    return "nfeats[ntype] = None" in source
+
+
+def fill_empty_features(metadata: tuple, feature_store: Any) -> None:
+    """Gives every type a heterogeneous batch holds none of its empty rows.
+
+    See :func:`empty_type_features_bug`: ``metadata`` is the sampler
+    output's, whose last three entries are the node features, labels and
+    edge features by type; a ``None`` there becomes the store's rows of that
+    type cut to none (its width and dtype), where the store holds some.
+
+    Example:
+        >>> store = LocalFeatureStore()
+        >>> store.put_tensor(torch.ones(3, 2), group_name="paper", attr_name="x")
+        True
+        >>> metadata = (None, {"paper": None}, None, {})
+        >>> fill_empty_features(metadata, store)
+        >>> metadata[1]["paper"].shape
+        torch.Size([0, 2])
+    """
+    node_feats, _, edge_feats = metadata[-3:]
+    held = {(a.group_name, a.attr_name) for a in feature_store.get_all_tensor_attrs()}
+    for feats, name in ((node_feats, "x"), (edge_feats, "edge_attr")):
+        for group, rows in (feats or {}).items():
+            if rows is None and (group, name) in held:
+                rows = feature_store.get_tensor(group_name=group, attr_name=name)
+                feats[group] = rows[:0]
 
 
 class LastHopFanout(int):
@@ -552,6 +672,26 @@ class OrchDistNeighborSampler(DistNeighborSampler):
                 raise  # the synchronous loader gets it from run_task
             self.channel.put(SamplingFailed(traceback.format_exc()))
             return None
+
+    async def _collate_fn(self, output: Any) -> Any:
+        # PyG's features and labels, and the edges' edge_weight, which PyG's
+        # sampler does not fetch: as output.edge_weight (a dict by edge type
+        # on a heterogeneous graph), for the loader's batch.
+        output = await super()._collate_fn(output)
+        if self.is_hetero:
+            fill_empty_features(output.metadata, self.feature_store)
+        store = self.hot_store
+        if store is None or output.edge is None:
+            return output
+        edges = output.edge if self.is_hetero else {None: output.edge}
+        weights = {}
+        for edge_type, edge in edges.items():
+            if "edge_weight" in store.edge_values(edge_type):
+                future = store.lookup_edge_weights(edge, edge_type)
+                weights[edge_type] = await to_asyncio_future(future)
+        if weights:
+            output.edge_weight = weights if self.is_hetero else weights[None]
+        return output
 
     def _hot_mask(self, edge_type: Any) -> Tensor | None:
         if self.hot_store is None:

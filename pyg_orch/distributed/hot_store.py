@@ -21,9 +21,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
+from torch_geometric.distributed.rpc import rpc_async
 
 from pyg_orch.distributed.engine import use_type_ids
-from pyg_orch.distributed.partition import IDENTITY_FILE
+from pyg_orch.distributed.partition import EDGE_VALUES, HOT_VERSION, IDENTITY_FILE
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.relation_cache import RelationCache
@@ -32,8 +33,6 @@ from pyg_orch.hot.relation_cache import RelationCache
 HOT_FILE = "hot.pt"
 #: The name of the labels' file (``y``) in a partition folder.
 LABEL_FILE = "label.pt"
-#: The layout version of ``hot.pt`` this module reads.
-HOT_FILE_VERSION = 1
 
 
 class HotFeatureStore(LocalFeatureStore):
@@ -71,8 +70,8 @@ class HotFeatureStore(LocalFeatureStore):
         loaded when ``root`` holds them.
 
         Raises:
-            ValueError: ``hot.pt`` was written for another graph, or by another
-                version of pyg_orch.
+            ValueError: ``hot.pt`` comes from another partitioning, or from
+                another version of pyg_orch.
         """
         store = super().from_partition(root, pid)
         if store.meta["is_hetero"]:
@@ -83,7 +82,8 @@ class HotFeatureStore(LocalFeatureStore):
             store.load_labels(torch.load(labels, weights_only=True))
         path = osp.join(root, HOT_FILE)
         if osp.exists(path):
-            store.load_hot(torch.load(path, weights_only=True), path)
+            hot = torch.load(path, weights_only=True)
+            store.load_hot(hot, path, _partition_id(root))
         return store
 
     def load_labels(self, labels: Tensor | dict[str, Tensor]) -> None:
@@ -105,28 +105,39 @@ class HotFeatureStore(LocalFeatureStore):
             labels = next(iter(labels.values())) if len(labels) == 1 else None
         self.labels = labels
 
-    def load_hot(self, hot: dict[str, Any], path: str) -> None:
+    def load_hot(
+        self, hot: dict[str, Any], path: str, partition_id: str | None
+    ) -> None:
         """Takes the hot part written by ``partition_graph`` (``hot.pt``).
 
+        Args:
+            hot: what ``hot.pt`` holds.
+            path: where it was read, for the messages.
+            partition_id: the id of the partitioning this store's part
+                comes from (its ``orch.json``; ``None``: a partitioning
+                PyG's own ``Partitioner`` wrote, which has no hot vertices).
+
         Raises:
-            ValueError: ``hot.pt`` has another layout version, or was written
-                for a graph of other sizes than this partition's.
+            ValueError: ``hot.pt`` has another layout version, or comes from
+                another partitioning than this part.
         """
-        if hot.get("version") != HOT_FILE_VERSION:
+        if hot.get("version") != HOT_VERSION:
             raise ValueError(
                 f"{path} has layout version {hot.get('version')!r}, but this "
-                f"pyg_orch reads version {HOT_FILE_VERSION}: partition the "
+                f"pyg_orch reads version {HOT_VERSION}: partition the "
                 f"graph again with this version's partition_graph"
+            )
+        if hot["partition_id"] != partition_id:
+            raise ValueError(
+                f"{path} comes from another partitioning than this part (their "
+                f"partition ids differ: {hot['partition_id']} in {HOT_FILE}, "
+                f"{partition_id} in {IDENTITY_FILE}): copy the whole folder of "
+                f"one partitioning to every machine, or partition the graph "
+                f"again into an empty folder"
             )
         pb = self.node_feat_pb
         hetero = self.meta["is_hetero"]
         num_nodes = {t: ids.numel() for t, ids in pb.items()} if hetero else pb.numel()
-        if hot["num_nodes"] != num_nodes:
-            raise ValueError(
-                f"{path} was written for a graph of {hot['num_nodes']} nodes, "
-                f"but this partition's graph has {num_nodes}: the folder mixes "
-                f"two partitionings; partition the graph again into an empty folder"
-            )
         self.hot_ratio = hot["hot_ratio"]
         self.hot_x = hot["x"]
         if hetero:
@@ -183,6 +194,87 @@ class HotFeatureStore(LocalFeatureStore):
         cold = self._lookup_and_count(index[~hot], is_node_feat, input_type)
         cold.add_done_callback(combine)
         return result
+
+    def edge_values(self, edge_type: Any = None) -> dict[str, Tensor]:
+        """The edge values (``edge_attr``, ``edge_weight``) of the graph's edges.
+
+        This part's rows of each, by name: what a batch carries of its
+        edges (see :meth:`lookup_edge_weights`).
+
+        Example:
+            >>> HotFeatureStore().edge_values()
+            {}
+        """
+        group = edge_type if self.meta and self.meta["is_hetero"] else (None, None)
+        attrs = self.get_all_tensor_attrs()
+        held = {attr.attr_name for attr in attrs if attr.group_name == group}
+        return {
+            name: self.get_tensor(group_name=group, attr_name=name)
+            for name in EDGE_VALUES
+            if name in held
+        }
+
+    def lookup_edge_weights(
+        self, index: Tensor, edge_type: Any = None
+    ) -> torch.futures.Future:
+        """The ``edge_weight`` of the edges ``index`` (of ``edge_type``), by id.
+
+        PyG's distributed sampler fetches only ``edge_attr``; this fetches
+        the weights as it does: this part's from its own rows, the others'
+        from their owners over RPC, one request per owner.
+
+        Returns:
+            A future of the weights, in ``index`` order.
+        """
+        group = edge_type if self.meta["is_hetero"] else (None, None)
+        owners = self.edge_feat_pb[edge_type] if self.meta["is_hetero"] else None
+        owner = (owners if owners is not None else self.edge_feat_pb)[index]
+        local = owner == self.partition_idx
+        weights = self.get_tensor_from_global_id(
+            index=index[local], group_name=group, attr_name="edge_weight"
+        )
+        weights = weights.new_empty(index.numel()).index_put_((local,), weights)
+        parts = owner[~local].unique().tolist()
+        requests = [
+            rpc_async(
+                self.rpc_router.get_to_worker(part), self.rpc_call_id,
+                args=(index[owner == part], False, edge_type, "edge_weight"),
+            )
+            for part in parts
+        ]  # fmt: skip
+        self.traffic.add(
+            bytes=int((~local).sum()) * weights.element_size(),
+            feature_rpcs=len(requests),
+        )
+        result: torch.futures.Future = torch.futures.Future()
+
+        def combine(answers: torch.futures.Future) -> None:
+            try:
+                for part, answer in zip(parts, answers.wait(), strict=True):
+                    weights[owner == part] = answer.wait()
+            except Exception as error:  # handed to the waiting sampler
+                result.set_exception(error)
+            else:
+                result.set_result(weights)
+
+        torch.futures.collect_all(requests).add_done_callback(combine)
+        return result
+
+    def _rpc_local_feature_get(
+        self,
+        index: Tensor,
+        is_node_feat: bool = True,
+        input_type: Any = None,
+        attr_name: str | None = None,
+    ) -> Tensor:
+        # PyG's callee of feature requests, which also answers for an edge
+        # value other than edge_attr (lookup_edge_weights' requests).
+        if attr_name is None:
+            return super()._rpc_local_feature_get(index, is_node_feat, input_type)
+        group = input_type if self.meta["is_hetero"] else (None, None)
+        return self.get_tensor_from_global_id(
+            index=index, group_name=group, attr_name=attr_name
+        )
 
     def _lookup_and_count(
         self, index: Tensor, is_node_feat: bool, input_type: Any

@@ -113,6 +113,8 @@ class _OrchDistLoader:
         self._hot_version: int | None = None
         # PyG's loader made its own channel; the sampler must put into it.
         self.dist_sampler.channel = self.channel
+        # filter_fn takes the sampler's output from the channel itself.
+        self.transform_sampler_output = None
 
     def serve(self, kind: str, snapshot: Callable[[], Any] | None = None) -> int:
         """Declares the aggregation the batches' hot values are for.
@@ -144,8 +146,16 @@ class _OrchDistLoader:
         return out
 
     def filter_fn(self, out: Any) -> Any:
-        """PyG's batch, with the hot part added."""
+        """PyG's batch, with the edges' ``edge_weight`` and the hot part added."""
+        # The sampler's output: from the channel when it samples asynchronously.
+        out = self.channel_get(out)
         batch = super().filter_fn(out)
+        weights = getattr(out, "edge_weight", None)
+        if isinstance(weights, dict):
+            for edge_type, weight in weights.items():
+                batch[edge_type].edge_weight = weight
+        elif weights is not None:
+            batch.edge_weight = weights
         check_served(self.cache, self.hot_ratio)
         annotate_batch(self.cache, self._hot_version, batch)
         self.traffic.add(batches=1)

@@ -41,17 +41,24 @@ from torch_geometric.index import index2ptr
 from torch_geometric.loader import ClusterData
 from torch_geometric.sampler.utils import to_csc
 
+from pyg_orch.distributed.engine import plain_dicts
 from pyg_orch.distributed.metis import metis_binding, metis_parts
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.choice import top_by_type
 
-#: The aggregations ``hot.pt`` holds (``"gcn"`` only where a relation's source
-#: and destination types are equal).
-HOT_KINDS = ("mean", "sum", "max", "gcn")
+#: The aggregations ``hot.pt`` can hold: ``"gcn"`` only where a relation's
+#: source and destination types are equal, the ``weighted_`` kinds (a
+#: ``GraphConv`` given the graph's ``edge_weight``) only where the graph, or
+#: the relation, has an ``edge_weight``.
+HOT_KINDS = (
+    "mean", "sum", "max", "gcn", "weighted_mean", "weighted_sum", "weighted_max",
+)  # fmt: skip
 #: How nodes can be assigned to parts.
 PART_METHODS = ("metis", "random")
-#: The version of ``hot.pt``'s layout.
-HOT_VERSION = 1
+#: The version of ``hot.pt``'s layout (2: it names its partitioning).
+HOT_VERSION = 2
+#: The edge values written beside each part's edges, by edge id.
+EDGE_VALUES = ("edge_attr", "edge_weight")
 #: The name of the file, in the root and in each part, that names the
 #: partitioning the files come from.
 IDENTITY_FILE = "orch.json"
@@ -99,11 +106,15 @@ class PartitionInfo:
 
 class _AssignedPartitioner(pyg_partition.Partitioner):
     # PyG's Partitioner, given the node->part assignment instead of running
-    # ClusterData's unweighted METIS, and allowing one part.
+    # ClusterData's unweighted METIS, and allowing one part. It writes the
+    # structure (the graph's edges and times): PyG would write a
+    # heterogeneous graph's features from to_homogeneous(), every type padded
+    # to the widest (or fail on edge features of several widths), and no
+    # edge_weight at all; _write_rows writes the rows.
     def __init__(
         self, data: Data | HeteroData, parts: Tensor, num_parts: int, root: Path
     ):
-        self.data, self.num_parts, self.root = data, num_parts, str(root)
+        self.data, self.num_parts, self.root = _structure(data), num_parts, str(root)
         self.recursive = False
         self.parts = parts
 
@@ -120,6 +131,67 @@ class _AssignedPartitioner(pyg_partition.Partitioner):
         ):
             super().generate_partition()
         # (The package's engine.install() makes the edge features loadable.)
+
+
+def _structure(data: Data | HeteroData) -> Data | HeteroData:
+    # The graph without its feature rows: what PyG's Partitioner writes.
+    if isinstance(data, Data):
+        out = Data(edge_index=data.edge_index, num_nodes=data.num_nodes)
+        stores = [(data, out)]
+    else:
+        out = HeteroData()
+        for node_type in data.node_types:
+            out[node_type].num_nodes = data[node_type].num_nodes
+        for edge_type in data.edge_types:
+            out[edge_type].edge_index = data[edge_type].edge_index
+        stores = [(data[key], out[key]) for key in data.node_types + data.edge_types]
+    for store, copy in stores:
+        for key in ("time", "edge_time"):
+            if key in store:
+                copy[key] = store[key]
+    return out
+
+
+def _rows(store: Any, names: tuple[str, ...], ids: Tensor) -> dict[str, Tensor]:
+    # The rows of ids of each of the store's tensors named in names.
+    return {
+        name: store[name][ids]
+        for name in names
+        if isinstance(store.get(name), Tensor)
+    }
+
+
+def _write_rows(data: Data | HeteroData, root: Path, num_parts: int) -> None:
+    # Each part's feature rows, of their own node or edge type, and edge
+    # values (edge_attr, edge_weight) by edge id, where PyG's format puts
+    # them: node_feats.pt and edge_feats.pt ("global_id" and "feats").
+    offsets, offset = {}, 0
+    if isinstance(data, HeteroData):
+        for edge_type in data.edge_types:  # PyG's homogeneous edge ids
+            offsets[edge_type], offset = offset, offset + data[edge_type].num_edges
+    for pid in range(num_parts):
+        path = root / f"part_{pid}"
+        # (PyG saves defaultdicts, which torch.load(weights_only=True) refuses.)
+        node_feats = plain_dicts(torch.load(path / "node_feats.pt", weights_only=False))
+        edge_feats = plain_dicts(torch.load(path / "edge_feats.pt", weights_only=False))
+        graph = torch.load(path / "graph.pt", weights_only=True)
+        if isinstance(data, Data):
+            node_feats["feats"] = _rows(data, ("x",), node_feats["global_id"])
+            values = _rows(data, EDGE_VALUES, graph["edge_id"])
+            if values:
+                edge_feats.update(global_id=graph["edge_id"], feats=values)
+        else:
+            for node_type in data.node_types:
+                feats = node_feats[node_type]
+                feats["feats"] = _rows(data[node_type], ("x",), feats["id"])
+            for edge_type in data.edge_types:
+                ids = graph[edge_type]["edge_id"] - offsets[edge_type]
+                values = _rows(data[edge_type], EDGE_VALUES, ids)
+                if values:
+                    feats = edge_feats.setdefault(edge_type, {})
+                    feats.update(global_id=ids, feats=values)
+        torch.save(node_feats, path / "node_feats.pt")
+        torch.save(edge_feats, path / "edge_feats.pt")
 
 
 def _homogeneous_edges(data: Data | HeteroData) -> tuple[Tensor, Tensor, dict, int]:
@@ -265,7 +337,7 @@ def partition_graph(
     hot_ratio: float | dict[str, float] = 0.0,
     seed: int = 0,
     method: str = "metis",
-    hot_kinds: tuple[str, ...] = HOT_KINDS,
+    hot_kinds: tuple[str, ...] | None = None,
 ) -> PartitionInfo:
     """Partitions a graph with METIS and writes it in PyG's partition format.
 
@@ -279,11 +351,14 @@ def partition_graph(
     most 1.03; 1.016 for training nodes and in-edges on a 200k-node
     power-law graph in 4 parts, see tests/test_partition.py).
 
-    ``root`` then holds exactly what PyG's
+    ``root`` then holds what PyG's
     :class:`~torch_geometric.distributed.Partitioner` writes (``META.json``,
     ``node_map``, ``edge_map``, ``part_i/graph.pt``, ``node_feats.pt``,
-    ``edge_feats.pt``; every edge in its destination's part), written by
-    PyG's own code; so
+    ``edge_feats.pt``; every edge in its destination's part), the structure
+    written by PyG's own code, the rows by pyg_orch in the same layout: each
+    node type's ``x`` in its own width (PyG pads every type to the widest),
+    and by edge id each edge type's ``edge_attr`` and ``edge_weight`` (which
+    PyG drops), so
     ``LocalGraphStore.from_partition(root, i)``,
     ``LocalFeatureStore.from_partition(root, i)`` and
     ``load_partition_info(root, i)`` load part ``i``. PyG's format has no
@@ -297,7 +372,8 @@ def partition_graph(
     every part replicates: the top ``hot_ratio`` fraction of the nodes by
     in-degree (of each node type's, on a HeteroData), their features, and
     their full-neighbourhood aggregates
-    (:class:`~pyg_orch.hot.cache.HotCache`): ``{"version": 1, "hot_ratio",
+    (:class:`~pyg_orch.hot.cache.HotCache`): ``{"version": 2,
+    "partition_id" (the partitioning's, as in ``orch.json``), "hot_ratio",
     "method": "degree", "num_nodes", "node": {key: sorted global ids},
     "x": {key: rows}, "values": {edge_key: {kind: [num_hot, F]}}}``, with
     ``key = edge_key = None`` on a Data, the node type and the edge type
@@ -323,7 +399,10 @@ def partition_graph(
         hot_kinds: the aggregations ``hot.pt`` holds, among
             :data:`HOT_KINDS`: each costs every machine ``num_hot x F``
             floats; a model is served only the ones written (GraphSAGE's
-            bottom layer needs ``"mean"``, GCN's ``"gcn"``, GIN's ``"sum"``).
+            bottom layer needs ``"mean"``, GCN's ``"gcn"``, GIN's ``"sum"``,
+            a ``GraphConv`` given the graph's ``edge_weight``
+            ``"weighted_sum"``). ``None``: every kind the graph allows (the
+            ``weighted_`` ones where it has an ``edge_weight``).
 
     Returns:
         A :class:`PartitionInfo` of what was written.
@@ -349,11 +428,7 @@ def partition_graph(
     _check(data, num_parts, balance_edges)
     if method not in PART_METHODS:
         raise ValueError(f"method must be one of {PART_METHODS}, got {method!r}")
-    unknown = [kind for kind in hot_kinds if kind not in HOT_KINDS]
-    if unknown or not hot_kinds:
-        raise ValueError(
-            f"hot_kinds must name one or more of {HOT_KINDS}, got {hot_kinds!r}"
-        )
+    hot_kinds = _hot_kinds(data, hot_kinds)
     root = Path(root)
     masks = _train_masks(data, balance)
     src, dst, ranges, num_nodes = _homogeneous_edges(data)
@@ -373,11 +448,12 @@ def partition_graph(
         )
     _prepare_root(root)
     _AssignedPartitioner(data, parts, num_parts, root).generate_partition()
+    _write_rows(data, root, num_parts)
     _save_labels(data, root)
     _save_splits(data, root)
-    _save_identity(root, num_parts)
+    partition_id = _save_identity(root, num_parts)
     if hot is not None:
-        _save_hot(data, hot, hot_ratio, tuple(hot_kinds), root)
+        _save_hot(data, hot, hot_ratio, hot_kinds, root, partition_id)
 
     def per_part(part: Tensor, weight: Tensor | None = None) -> tuple[int, ...]:
         counts = torch.bincount(part, weight, minlength=num_parts)
@@ -404,12 +480,37 @@ def _save_labels(data: Data | HeteroData, root: Path) -> None:
         torch.save(labels, root / "label.pt")
 
 
-def _save_identity(root: Path, num_parts: int) -> None:
-    # One id per partitioning, in the root and in every part: a part copied
-    # from another partitioning (a stale copy on one machine) is told apart.
-    identity = json.dumps({"partition_id": uuid.uuid4().hex, "num_parts": num_parts})
+def _save_identity(root: Path, num_parts: int) -> str:
+    # One id per partitioning, in the root and in every part (and hot.pt): a
+    # part copied from another partitioning (a stale copy on one machine) is
+    # told apart.
+    partition_id = uuid.uuid4().hex
+    identity = json.dumps({"partition_id": partition_id, "num_parts": num_parts})
     for folder in [root, *(root / f"part_{pid}" for pid in range(num_parts))]:
         (folder / IDENTITY_FILE).write_text(identity)
+    return partition_id
+
+
+def _hot_kinds(data: Data | HeteroData, hot_kinds: Any) -> tuple[str, ...]:
+    # The kinds hot.pt holds: by default every one the graph allows.
+    weighted = [
+        store for store in data.edge_stores if store.get("edge_weight") is not None
+    ]
+    if hot_kinds is None:
+        return HOT_KINDS if weighted else HOT_KINDS[:4]
+    unknown = [kind for kind in hot_kinds if kind not in HOT_KINDS]
+    if unknown or not hot_kinds or isinstance(hot_kinds, str):
+        raise ValueError(
+            f"hot_kinds must be a tuple of one or more of {HOT_KINDS}, got "
+            f"{hot_kinds!r}"
+        )
+    if not weighted and any(kind.startswith("weighted_") for kind in hot_kinds):
+        raise ValueError(
+            f"hot_kinds={hot_kinds!r} names weighted kinds, but the graph has no "
+            f"edge_weight to weigh the edges by: leave them out, or give the "
+            f"graph its edge_weight"
+        )
+    return tuple(hot_kinds)
 
 
 def _save_splits(data: Data | HeteroData, root: Path) -> None:
@@ -452,17 +553,28 @@ def _hot_nodes(
     }
 
 
+def _hot_values(
+    store: Any, x: Tensor, hot: Tensor, num_dst: int, kinds: tuple[str, ...]
+) -> dict[str, Tensor]:
+    # The hot nodes' aggregates of x over the edges of store (a Data, or a
+    # relation's store), of each kind the edges allow.
+    colptr, row, perm = to_csc(store, device="cpu")
+    weight = store.get("edge_weight")
+    cache = HotCache(colptr[: num_dst + 1], row, x, hot, weight, perm)
+    allowed = [k for k in kinds if weight is not None or not k.startswith("weighted_")]
+    return {kind: cache.values(kind) for kind in allowed}
+
+
 def _save_hot(
     data: Data | HeteroData,
     hot: dict[Any, Tensor],
     hot_ratio: Any,
     hot_kinds: tuple[str, ...],
     root: Path,
+    partition_id: str,
 ) -> None:
     if isinstance(data, Data):
-        colptr, row, _ = to_csc(data, device="cpu")
-        cache = HotCache(colptr, row, data.x, hot[None])
-        values = {None: {kind: cache.values(kind) for kind in hot_kinds}}
+        values = {None: _hot_values(data, data.x, hot[None], data.num_nodes, hot_kinds)}
         num_nodes: Any = data.num_nodes
         x = {None: data.x[hot[None]]}
     else:
@@ -472,15 +584,16 @@ def _save_hot(
             src_type, _, dst_type = edge_type
             if "x" not in data[src_type]:
                 continue
-            colptr, row, _ = to_csc(data[edge_type], device="cpu")
-            colptr = colptr[: data[dst_type].num_nodes + 1]
-            cache = HotCache(colptr, row, data[src_type].x, hot[dst_type])
             # GCN's normalisation is for one node type's own edges.
-            kinds = [k for k in hot_kinds if k != "gcn" or src_type == dst_type]
-            values[edge_type] = {kind: cache.values(kind) for kind in kinds}
+            kinds = tuple(k for k in hot_kinds if k != "gcn" or src_type == dst_type)
+            values[edge_type] = _hot_values(
+                data[edge_type], data[src_type].x, hot[dst_type],
+                num_nodes[dst_type], kinds,
+            )  # fmt: skip
     torch.save(
         {
             "version": HOT_VERSION,
+            "partition_id": partition_id,
             "hot_ratio": hot_ratio,
             "method": "degree",
             "num_nodes": num_nodes,

@@ -67,6 +67,27 @@ def graph_edge_weight(data: Any) -> Tensor | dict[Any, Tensor] | None:
     return weights or None
 
 
+def edge_values(data: Any, edge_type: Any = None) -> dict[str, Tensor]:
+    """The edge values (``edge_weight``, ``edge_attr``, ...) a loader's graph has.
+
+    Of ``data`` (a ``Data``), of its relation ``edge_type`` (a
+    ``HeteroData``), or, for a partitioned graph's ``(feature_store,
+    graph_store)``, what its feature store holds of them (a
+    :class:`~pyg_orch.distributed.hot_store.HotFeatureStore`'s
+    ``edge_values``; none for another store).
+
+    Example:
+        >>> list(edge_values(Data(edge_weight=torch.ones(2))))
+        ['edge_weight']
+    """
+    if isinstance(data, HeteroData):
+        return data[edge_type].to_dict() if edge_type in data.edge_types else {}
+    if isinstance(data, Data):
+        return data.to_dict()
+    held = getattr(data[0], "edge_values", None) if isinstance(data, tuple) else None
+    return held(edge_type) if held is not None else {}
+
+
 def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:
     """``data``, or a shallow copy of it whose ``x`` is in ``feature_dtype``.
 

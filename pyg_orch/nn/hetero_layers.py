@@ -22,6 +22,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn.conv import MessagePassing
 
 from pyg_orch.kernels.aggregate import aggregate
+from pyg_orch.loading.graph_inputs import edge_values
 from pyg_orch.nn.convs import (
     FUSED,
     cache_kind,
@@ -241,8 +242,7 @@ class HeteroLayers:
         """
         kinds = {}
         for relation, conv in self.bottom.items():
-            # A partitioned graph's stores hold no edge values of their own.
-            store = data[relation] if isinstance(data, HeteroData) else {}
+            store = edge_values(data, relation)
             kind = cache_kind(conv)
             given = {
                 name

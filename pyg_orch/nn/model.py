@@ -14,6 +14,7 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from pyg_orch.aggregation import HALF_WIDTHS
+from pyg_orch.loading.graph_inputs import edge_values
 from pyg_orch.loading.node_loader import OrchNeighborLoader
 from pyg_orch.loading.orch_loader import OrchLoader
 from pyg_orch.nn.basic_layers import BasicLayers
@@ -179,9 +180,10 @@ class OrchModel(torch.nn.Module):
         check_hot_convs(self.model)
         conv, cache = self.model.convs[0], loader.cache
         embedding = self.kinds[0] is None or cache.mode == "embedding"
-        edge_names = [name for name in self.edge_inputs if name in loader.data]
+        values = edge_values(loader.data)
+        edge_names = [name for name in self.edge_inputs if name in values]
         kind = hot_kind(self.model, self.kinds[0], edge_names, embedding)
-        if "edge_weight" in edge_names and loader.data.edge_weight.requires_grad:
+        if "edge_weight" in edge_names and values["edge_weight"].requires_grad:
             raise NotImplementedError(
                 "the graph's edge_weight requires grad, but the hot values are "
                 "aggregated with it once, as constants: the weights of hot "

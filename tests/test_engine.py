@@ -15,6 +15,7 @@ import torch
 
 import pyg_orch.distributed  # noqa: F401  (installs the engine)
 from pyg_orch.distributed import engine, pyg_lib_ops
+from pyg_orch.distributed.engine import fixes
 
 pyg = torch.ops.pyg
 REL = "paper__to__paper"
@@ -313,12 +314,12 @@ def test_pyg_still_has_the_bugs_the_engine_works_around():
 def test_a_relation_without_edges_in_a_part_is_laid_out_empty():
     # A rare relation, or one into a small type: a part can hold none of its
     # edges; its CSC then has no column (fix_hetero_columns adds them).
-    part = engine._hetero_part(torch.empty(2, 0, dtype=torch.long), (3, 4))
+    part = fixes._hetero_part(torch.empty(2, 0, dtype=torch.long), (3, 4))
     row, colptr, perm = part.csc()
     relation = ("a", "to", "b")
     assert row[relation].numel() == 0 and colptr[relation].tolist() == [0]
     # A relation with edges is laid out by PyG as before.
-    part = engine._hetero_part(torch.tensor([[2, 0], [1, 1]]), (3, 4))
+    part = fixes._hetero_part(torch.tensor([[2, 0], [1, 1]]), (3, 4))
     row, colptr, _ = part.csc()
     assert colptr[relation].tolist() == [0, 0, 2]
     assert sorted(row[relation].tolist()) == [0, 2]

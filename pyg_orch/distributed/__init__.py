@@ -8,7 +8,7 @@
 * :mod:`~pyg_orch.distributed.engine`: PyG's ``torch_geometric.distributed``
   without pyg-lib (:mod:`~pyg_orch.distributed.pyg_lib_ops`), its bugs worked
   around, and pyg_orch's sampler on it; importing this package calls
-  :func:`~pyg_orch.distributed.engine.install`.
+  :func:`~pyg_orch.distributed.engine.fixes.install`.
 * :mod:`~pyg_orch.distributed.loaders`: PyG's distributed loaders with the hot
   vertices served on every machine
   (:mod:`~pyg_orch.distributed.hot_store`);

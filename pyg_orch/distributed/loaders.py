@@ -3,7 +3,7 @@
 :class:`OrchDistNeighborLoader` and :class:`OrchDistLinkNeighborLoader` take
 the arguments of PyG's :class:`~torch_geometric.distributed.DistNeighborLoader`
 and :class:`~torch_geometric.distributed.DistLinkNeighborLoader` and sample
-with :class:`~pyg_orch.distributed.engine.OrchDistNeighborSampler`. Their
+with :class:`~pyg_orch.distributed.engine.sampler.OrchDistNeighborSampler`. Their
 batches carry the hot part as a single machine's batches do (``hot_index``,
 ``hot_agg``, ``hot_kind``, ``hot_version``), so :class:`~pyg_orch.OrchModel`
 serves them unchanged.

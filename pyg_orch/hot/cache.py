@@ -201,6 +201,25 @@ class HotCache:
         self._values = dict(values)
         self._device_values = {}
 
+    def drop_values(self) -> None:
+        """Forgets the computed values: the graph they came from changed.
+
+        Each kind is computed again on its next request. A cache of values
+        computed elsewhere (:meth:`from_values`) keeps them: it has no graph.
+
+        Example:
+            >>> x = torch.ones(2, 1)
+            >>> cache = HotCache(torch.tensor([0, 1, 1]), torch.tensor([1]), x,
+            ...                  hot_nodes=torch.tensor([0]))
+            >>> before = cache.values("sum").item()
+            >>> _ = x.mul_(5)
+            >>> cache.drop_values()
+            >>> before, cache.values("sum").item()
+            (1.0, 5.0)
+        """
+        if self.has_graph:
+            self._values, self._device_values = {}, {}
+
     def device_values(self) -> Tensor:
         """The cache's ``kind`` values on its ``device`` (copied on first use)."""
         if self.kind not in self._device_values:

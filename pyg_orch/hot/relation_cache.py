@@ -256,6 +256,11 @@ class RelationCache:
                 store.hot_agg = values[store.hot_slot]
                 del store.hot_slot
 
+    def drop_values(self) -> None:
+        """Forgets every relation's values (see :meth:`HotCache.drop_values`)."""
+        for cache in self.caches.values():
+            cache.drop_values()
+
     def computed(self) -> dict[str, Any]:
         """Nothing: static values are exact and recomputed from the graph."""
         return {}

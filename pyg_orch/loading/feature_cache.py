@@ -43,9 +43,22 @@ class FeatureCache:
     """
 
     def __init__(self, x: Tensor, nodes: Tensor, device: torch.device | str):
+        self.nodes = nodes
         self.slot = torch.full((x.size(0),), -1, dtype=torch.long)
         self.slot[nodes] = torch.arange(nodes.numel())
         self.values = x[nodes].to(device)
+
+    def reload(self, x: Tensor) -> None:
+        """Copies the kept rows again from ``x``, whose values changed.
+
+        Example:
+            >>> x = torch.zeros(3, 2)
+            >>> cache = FeatureCache(x, torch.tensor([2]), "cpu")
+            >>> cache.reload(x + 1)
+            >>> cache.values.tolist()
+            [[1.0, 1.0]]
+        """
+        self.values.copy_(x[self.nodes])
 
     @property
     def num_rows(self) -> int:

@@ -88,6 +88,116 @@ def edge_values(data: Any, edge_type: Any = None) -> dict[str, Tensor]:
     return held(edge_type) if held is not None else {}
 
 
+class GraphSources:
+    """The graph tensors a loader derived values from, and its copies of them.
+
+    A user may change ``data.x`` or an ``edge_weight`` in place between
+    epochs (``mul_``, ``copy_``, an optimizer's step): PyG's batches read the
+    tensors as they are, so what the loader derived from them (hot
+    aggregates, a converted or contiguous copy of the features, rows kept on
+    the device) must follow. :meth:`sync` notices a change by the tensor's
+    version, copies the tensor into the loader's copies of it and names it,
+    so that the loader makes the rest again. A tensor replaced on the graph
+    (``data.x = other``) is refused: the loader's copies and caches were made
+    for the old one.
+
+    Example:
+        >>> data = Data(x=torch.ones(2, 2))
+        >>> half = data.x.bfloat16()
+        >>> sources = GraphSources()
+        >>> sources.track("data.x", data, "x", half)
+        >>> sources.sync()
+        []
+        >>> _ = data.x.mul_(3)
+        >>> sources.sync(), half[0].tolist()
+        (['data.x'], [3.0, 3.0])
+    """
+
+    def __init__(self) -> None:
+        # [name, owner, key, tensor, its version when read, its copies]
+        self._tracked: list[list[Any]] = []
+
+    def track(self, name: str, owner: Any, key: str, *copies: Any) -> None:
+        """Follows ``owner[key]`` (named ``name``) and the loader's ``copies``.
+
+        A NumPy array (a memmap, say) has no version: it is not followed.
+        """
+        tensor = owner.get(key) if hasattr(owner, "get") else None
+        if not isinstance(tensor, Tensor):
+            return
+        kept: dict[int, Tensor] = {}
+        for copy_ in copies:
+            if isinstance(copy_, Tensor) and copy_ is not tensor:
+                kept[id(copy_)] = copy_
+        copies_ = list(kept.values())
+        self._tracked.append([name, owner, key, tensor, tensor._version, copies_])
+
+    def sync(self) -> list[str]:
+        """Copies each changed tensor into its copies; names those that changed.
+
+        Raises:
+            ValueError: a followed tensor was replaced on the graph.
+        """
+        changed = []
+        for entry in self._tracked:
+            name, owner, key, tensor, version, copies = entry
+            if owner.get(key) is not tensor:
+                raise ValueError(
+                    f"{name} was replaced by another tensor after the loader "
+                    f"was built, but the loader keeps values made from the "
+                    f"old one (hot aggregates, a copy of the features): change "
+                    f"{name} in place ({name}.copy_(new)), or build a new loader"
+                )
+            if tensor._version == version:
+                continue
+            with torch.no_grad():
+                for copy_ in copies:
+                    copy_.copy_(tensor)
+            entry[4] = tensor._version
+            changed.append(name)
+        return changed
+
+
+def graph_sources(
+    user_data: Any, data: Any, features: Any, derived: bool
+) -> GraphSources:
+    """What a loader follows of the graph the user gave it (see :class:`GraphSources`).
+
+    Args:
+        user_data: the graph as the user gave it.
+        data: the graph as the loader reads it (``x`` converted to
+            ``feature_dtype``, a copy then).
+        features: the features the loader's kernels read (contiguous copies
+            of strided ones; by node type on a ``HeteroData``).
+        derived: whether the loader derives values from the graph's ``x``
+            and ``edge_weight`` (hot vertices, or features gathered for a
+            device); the converted features of ``feature_dtype`` are
+            followed in any case.
+
+    Example:
+        >>> data = Data(x=torch.ones(2, 2))
+        >>> half = with_feature_dtype(data, torch.bfloat16)
+        >>> sources = graph_sources(data, half, half.x, derived=False)
+        >>> _ = data.x.add_(1)
+        >>> sources.sync(), half.x[0].tolist()
+        (['data.x'], [2.0, 2.0])
+    """
+    sources = GraphSources()
+    if isinstance(user_data, HeteroData):
+        if derived:
+            for node_type in user_data.node_types:
+                sources.track(f"data[{node_type!r}].x", user_data[node_type], "x",
+                              features.get(node_type))  # fmt: skip
+            for edge_type in user_data.edge_types:
+                sources.track(f"data[{edge_type}].edge_weight", user_data[edge_type],
+                              "edge_weight")  # fmt: skip
+    elif derived or data is not user_data:
+        sources.track("data.x", user_data, "x", data.get("x"), features)
+        if derived:
+            sources.track("data.edge_weight", user_data, "edge_weight")
+    return sources
+
+
 def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:
     """``data``, or a shallow copy of it whose ``x`` is in ``feature_dtype``.
 

@@ -39,6 +39,7 @@ from pyg_orch.loading.feature_cache import (
 )
 from pyg_orch.loading.graph_inputs import (
     graph_edge_weight,
+    graph_sources,
     hot_features,
     loader_features,
     with_feature_dtype,
@@ -107,7 +108,7 @@ class OrchLoader:
             device_cache=device_cache, check_finite=check_finite, no_hops=no_hops,
             **{key: given[key] for key in _CHECKED if key in given},
         )  # fmt: skip
-        data = with_feature_dtype(data, feature_dtype)
+        user_data, data = data, with_feature_dtype(data, feature_dtype)
         if "batch_size" in kwargs:
             # A NumPy int passes the check, but DataLoader takes only an int.
             kwargs["batch_size"] = int(kwargs["batch_size"])
@@ -116,6 +117,14 @@ class OrchLoader:
                 data, num_neighbors, given
             )
         self.features = loader_features(data, device is not None or options.wants_hot)
+        self._hot_features = (
+            hot_features(data) if isinstance(data, HeteroData) else self.features
+        )
+        # What the loader derives from the graph follows in-place changes.
+        self._sources = graph_sources(
+            user_data, data, self._hot_features,
+            derived=options.wants_hot or device is not None,
+        )  # fmt: skip
         self.device = torch.device(device) if device is not None else None
         if self.device is not None and self.features is not None:
             num_nodes = data.num_nodes
@@ -152,7 +161,7 @@ class OrchLoader:
         budget = device_budget(device_cache, self.device)
         self._hot_vertices = HotVertices(
             sampler,
-            hot_features(data) if isinstance(data, HeteroData) else self.features,
+            self._hot_features,
             self.device,
             options,
             num_neighbors,
@@ -414,6 +423,11 @@ class OrchLoader:
 
     def filter_fn(self, out: Any) -> Data | HeteroData:
         tick = time.perf_counter()
+        if self._sources.sync():  # the graph changed in place: remake its values
+            if self.cache is not None:
+                self.cache.drop_values()
+            if self.feature_cache is not None:
+                self.feature_cache.reload(self.features)
         batch = super().filter_fn(out)
         if self.device is not None and self.features is not None:
             gather_features(batch, self.features, self.feature_cache)

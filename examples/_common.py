@@ -167,7 +167,9 @@ def build_parser(
     Returns:
         The parser; read it with :func:`parse_args`.
     """
-    defaults = TrainConfig(batch_size=1024, epochs=epochs, eval_every=5)
+    defaults = TrainConfig(
+        batch_size=1024, epochs=epochs, eval_every=5, hot_ratio=0.0
+    )
     changes = changes or {}
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -51,6 +51,7 @@ DEFAULTS = TrainConfig(
     epochs=3,
     dropout=0.0,
     eval_batch_size=1024,
+    hot_ratio=0.0,
 )
 #: The options of pyg-orch train that this script reads, with the help lines
 #: that say what they mean here (edges, not nodes).

@@ -37,7 +37,8 @@ from pyg_orch.train_config import TrainConfig
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command-line options: those of ``pyg-orch train`` that apply here."""
     defaults = TrainConfig(
-        epochs=10, batch_size=64, num_neighbors=(10, 5), hidden_channels=64, lr=0.01
+        epochs=10, batch_size=64, num_neighbors=(10, 5), hidden_channels=64, lr=0.01,
+        hot_ratio=0.0,
     )
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name in ("epochs", "num_neighbors", "hidden_channels", "lr", "seed"):

@@ -60,8 +60,10 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
     add_hot_options(hot, defaults)
     hot.add_argument(
         "--compare",
-        action="store_true",
-        help="also run with --hot-ratio 0 and print a row for each run (default: off)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run with --hot-ratio 0, the same seed and data, and print a "
+        "row for each run (default: on when the run has hot vertices)",
     )
     execution = parser.add_argument_group("execution")
     add_execution_options(execution, defaults)
@@ -73,13 +75,6 @@ def _add_train_options(parser: argparse.ArgumentParser) -> None:
         "to PATH (torch.save of its state_dict; load it with "
         "model.load_state_dict(torch.load(PATH))) (default: not saved)",
     )
-
-
-# Said before training: the first epoch's time is reported apart.
-_FIRST_EPOCH = (
-    "the first epoch compiles pyg_orch's Numba kernels (once per install, "
-    "cached afterwards): s/epoch counts the epochs after it"
-)
 
 
 def _ratio(hot_ratio: float | str) -> str:
@@ -98,40 +93,76 @@ def _header(config: TrainConfig, data: Any, device: torch.device) -> str:
     device_cache = ""
     if pipeline["device"] is not None:
         device_cache = f", device cache {pipeline['device_cache']} bytes"
+    stored = ""
+    if dataset_kind(config.dataset) in ("planetoid", "ogb"):
+        from pyg_orch.datasets import default_root
+
+        stored = f" | stored in {config.root or default_root()}"
     return (
         f"dataset: {config.dataset} | nodes {data.num_nodes} | "
         f"edges {data.num_edges} | features {data.num_features} | "
-        f"classes {int(data.y.max()) + 1} | train/val/test {splits}\n"
+        f"classes {int(data.y.max()) + 1} | train/val/test {splits}{stored}\n"
         f"model: {MODELS[config.model].__name__}, {len(config.num_neighbors)} "
         f"layers, hidden "
         f"{config.hidden_channels}, fan-out "
         f"{','.join(map(str, config.num_neighbors))}, batch {config.batch_size}, "
-        f"{config.epochs} epochs, hot ratio {_ratio(config.hot_ratio)} "
+        f"{config.epochs} epochs, hot ratio {_ratio(config.ratio)} "
         f"({config.hot_method}{cache})\n"
         f"device: {device}, prefetch {pipeline['prefetch']} batches{device_cache}"
     )
 
 
 def _run_name(config: TrainConfig, result: TrainResult) -> str:
-    chosen = " (auto)" if config.hot_ratio == "auto" else ""
+    chosen = " (auto)" if config.ratio == "auto" else ""
     return f"hot ratio {result.hot_ratio:g}{chosen}"
 
 
 def _table(rows: list[tuple[str, TrainResult]]) -> str:
-    """One row per run: training and evaluation time, best val and test accuracy."""
+    """One row per run: times, a batch's nodes, best val and test accuracy."""
     width = max(len("run"), *(len(name) for name, _ in rows))
     lines = [
         f"{'run':<{width}}  {'s/epoch train':>13}  {'s 1st epoch':>11}  "
-        f"{'s eval total':>12}  {'best val (epoch)':>16}  {'test':>6}"
+        f"{'s eval total':>12}  {'nodes/batch':>11}  {'hot/batch':>9}  "
+        f"{'best val (epoch)':>16}  {'test':>6}"
     ]
     for name, result in rows:
         best = f"{result.best_val_acc:.4f} ({result.best_epoch})"
         lines.append(
             f"{name:<{width}}  {result.seconds_per_epoch:>13.3f}  "
             f"{result.first_epoch_seconds:>11.3f}  "
-            f"{result.eval_seconds:>12.2f}  {best:>16}  {result.test_acc:>6.4f}"
+            f"{result.eval_seconds:>12.2f}  {result.batch_stats['nodes']:>11.0f}  "
+            f"{result.batch_stats['hot']:>9.0f}  {best:>16}  {result.test_acc:>6.4f}"
         )
     return "\n".join(lines)
+
+
+def _hot_split(result: TrainResult, num_nodes: int) -> str:
+    """What the hot vertices did in the run of ``result``."""
+    if result.num_hot == 0:
+        return "no hot vertices (hot ratio 0): plain NeighborLoader batches"
+    stats = result.batch_stats
+    share = stats["hot"] / max(stats["frontier"], 1)
+    return (
+        f"hot vertices: {result.num_hot} of {num_nodes} nodes; a training batch "
+        f"took the bottom-layer aggregates of {stats['hot']:.0f} of its "
+        f"{stats['frontier']:.0f} frontier nodes ({share:.0%}) from their "
+        f"cache and sampled no last hop for them"
+    )
+
+
+def _compilation(result: TrainResult) -> str:
+    """Whether the run compiled pyg_orch's Numba kernels, measured."""
+    if result.compiled_kernels == 0:
+        return (
+            "pyg_orch's Numba kernels came from their on-disk cache (compiled "
+            "by an earlier run); s/epoch counts the epochs after the first"
+        )
+    return (
+        f"this run compiled {result.compiled_kernels} of pyg_orch's Numba "
+        f"functions ({result.compile_seconds:.1f} s, once per install: later "
+        f"runs load them from Numba's cache); s/epoch counts the epochs after "
+        f"the first"
+    )
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -148,16 +179,17 @@ def _run_train(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as error:
         return _fail(args.command, error)
     print(_header(config, data, device), flush=True)
-    print(_FIRST_EPOCH, flush=True)
     result = train(config, progress=args.progress, data=data)
     if result.tuning is not None:
         print(f"hot ratio auto -> {result.hot_ratio:g} chosen from:", flush=True)
         print(result.tuning.table(), flush=True)
     rows = [(_run_name(config, result), result)]
-    if args.compare:
+    if args.compare and result.num_hot:
         # The same run, seed and data without hot vertices, for comparison.
         plain = dataclasses.replace(config, hot_ratio=0.0, cache=None)
         rows.append(("hot ratio 0", train(plain, progress=args.progress, data=data)))
+    print(_hot_split(result, data.num_nodes), flush=True)
+    print(_compilation(result), flush=True)
     print(_table(rows), flush=True)
     print(f"test accuracy: {result.test_acc:.4f}", flush=True)
     if args.save_model is not None:

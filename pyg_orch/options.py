@@ -300,6 +300,7 @@ _OPTIONS: dict[str, _Option] = {
         "with the cheapest batch, a larger one only if at least 5%% cheaper than "
         "the best smaller one (the table is printed)",
         {"type": hot_ratio, "metavar": "RATIO"},
+        when_none="0.2, or 0 with --model gcn",
     ),
     "hot_method": _Option(
         "how hot vertices are chosen: presample (the frontier nodes most often "

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from numba.core import event
 from torch import Tensor
 from torch_geometric import seed_everything
 from torch_geometric.data import Data
@@ -34,6 +35,8 @@ from pyg_orch.train_config import MODELS, TrainConfig
 
 # Batches prepared ahead on CUDA when --prefetch is not given.
 _CUDA_PREFETCH = 4
+# The progress bar's text during the first epoch.
+_FIRST_EPOCH = "train (epoch 1 compiles or loads pyg_orch's kernels)"
 
 
 @dataclass
@@ -61,6 +64,13 @@ class TrainResult:
             on the CPU) at the evaluation with ``best_val_acc``.
         tuning: for ``hot_ratio="auto"``, what decided the ratio
             (:class:`~pyg_orch.hot.tuning.HotRatioTuning`).
+        num_hot: the hot vertices trained with.
+        batch_stats: the training batches' means
+            (:meth:`~pyg_orch.loading.stats.LoaderStats.mean`: nodes,
+            frontier nodes, hot frontier nodes, edges, ...).
+        compiled_kernels: pyg_orch's Numba functions compiled during the run
+            (0 when every kernel came from Numba's on-disk cache).
+        compile_seconds: the wall time those compilations took.
 
     Example:
         >>> result = TrainResult(best_val_acc=0.8, test_acc=0.81, best_epoch=3,
@@ -83,6 +93,10 @@ class TrainResult:
     first_epoch_seconds: float = 0.0
     best_state: dict[str, Tensor] | None = None
     tuning: HotRatioTuning | None = None
+    num_hot: int = 0
+    batch_stats: dict[str, float] = field(default_factory=dict)
+    compiled_kernels: int = 0
+    compile_seconds: float = 0.0
 
 
 def resolve_device(device: str) -> torch.device:
@@ -221,8 +235,8 @@ def make_train_loader(data: Data, config: TrainConfig) -> OrchNeighborLoader:
     Example:
         >>> from pyg_orch.datasets import load_cora
         >>> loader = make_train_loader(load_cora(), TrainConfig())
-        >>> next(iter(loader)).batch_size
-        140
+        >>> loader.hot_ratio, loader.hot.nodes.numel()
+        (0.2, 542)
     """
     return OrchNeighborLoader(
         data,
@@ -232,7 +246,7 @@ def make_train_loader(data: Data, config: TrainConfig) -> OrchNeighborLoader:
         shuffle=True,
         num_workers=config.num_workers,
         persistent_workers=config.num_workers > 0,
-        hot_ratio=config.hot_ratio,
+        hot_ratio=config.ratio,
         hot_method=config.hot_method,
         cache=config.cache,
         feature_dtype=PRECISIONS[config.precision],
@@ -404,13 +418,48 @@ def train(
     optimizer = torch.optim.Adam(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay
     )
-    with make_train_loader(data, config) as train_loader:
+    with (
+        event.install_recorder("numba:compile") as compiles,
+        make_train_loader(data, config) as train_loader,
+    ):
         # With hot_ratio="auto", wrapping the model measures and picks a ratio.
         model = OrchModel(model, train_loader, precision=config.precision)
         result = _fit(config, model, optimizer, train_loader, data, progress)
     result.hot_ratio = float(train_loader.hot_ratio)
     result.tuning = train_loader.tuning
+    result.num_hot = 0 if train_loader.hot is None else train_loader.hot.nodes.numel()
+    result.batch_stats = train_loader.stats.mean()
+    result.compiled_kernels, result.compile_seconds = own_compilations(compiles.buffer)
     return result
+
+
+def own_compilations(events: list[tuple[float, Any]]) -> tuple[int, float]:
+    """pyg_orch's Numba compilations among recorded ``"numba:compile"`` events.
+
+    Args:
+        events: a Numba recorder's ``buffer`` of ``(time, event)``.
+
+    Returns:
+        The number of pyg_orch functions compiled, and the wall time of the
+        compilations (nested ones counted once).
+
+    Example:
+        >>> from numba.core import event
+        >>> with event.install_recorder("numba:compile") as recorder:
+        ...     pass
+        >>> own_compilations(recorder.buffer)
+        (0, 0.0)
+    """
+    count, seconds, depth, start = 0, 0.0, 0, 0.0
+    for when, happened in events:
+        function = happened.data["dispatcher"].py_func
+        if happened.is_start:
+            count += function.__module__.startswith("pyg_orch.")
+            depth, start = depth + 1, start if depth else when
+        else:
+            depth -= 1
+            seconds += 0.0 if depth else when - start
+    return count, seconds
 
 
 def _check_data(data: Data) -> None:
@@ -445,14 +494,19 @@ def _fit(
     start = time.perf_counter()
     epoch_seconds = []
     scaler = torch.amp.GradScaler(device.type) if config.precision == "fp16" else None
-    bar = tqdm(
-        range(1, config.epochs + 1), desc="train", unit="epoch", disable=not progress
-    )
-    for epoch in bar:
+    # The first epoch compiles the kernels (or loads them from Numba's cache):
+    # the bar says so, and its rate and ETA count only the epochs after it.
+    bar = tqdm(total=config.epochs, desc=_FIRST_EPOCH, unit="epoch",
+               disable=not progress, smoothing=0)  # fmt: skip
+    for epoch in range(1, config.epochs + 1):
         tick = time.perf_counter()
         result.losses.append(train_epoch(model, train_loader, optimizer, scaler))
         epoch_seconds.append(time.perf_counter() - tick)
         result.epochs_run = epoch
+        bar.update(1)
+        if epoch == 1 and not bar.disable:
+            bar.set_description("train", refresh=False)
+            bar.initial, bar.start_t = bar.n, time.time()
         postfix = {"loss": f"{result.losses[-1]:.4f}"}
         if epoch % config.eval_every == 0 or epoch == config.epochs:
             tick = time.perf_counter()

@@ -28,6 +28,9 @@ MODELS: dict[str, type[BasicGNN]] = {
 # Models whose bottom layer weighs its messages: their hot rows are layer
 # outputs (cache mode "embedding"), not raw-feature aggregations.
 _EMBEDDING_MODELS = ("gat",)
+#: The job's hot ratio when none is given (0 for ``gcn``, which cannot use
+#: hot vertices): the training job shows the hot split at work.
+DEFAULT_HOT_RATIO = 0.2
 
 
 @dataclass
@@ -67,7 +70,9 @@ class TrainConfig:
         hot_ratio: fraction of vertices whose bottom-layer aggregation comes
             from the hot cache, in ``[0, 1]`` (0: none, plain NeighborLoader
             batches), or ``"auto"``: wrapping the model measures several
-            ratios and keeps the one whose CPU work hides under the device's.
+            ratios and keeps the one whose CPU work hides under the device's;
+            ``None``: :data:`DEFAULT_HOT_RATIO`, or 0 for ``gcn`` (see
+            :attr:`ratio`).
         hot_method: how hot vertices are chosen: ``"presample"`` or
             ``"degree"``.
         cache: how hot values are made: ``"static"``, ``"resample"`` or
@@ -106,7 +111,7 @@ class TrainConfig:
     eval_batch_size: int = 4096
     eval_every: int = 1
     weight_decay: float = 0.0
-    hot_ratio: float | str = 0.0
+    hot_ratio: float | str | None = None
     hot_method: str = "presample"
     cache: str | None = None
     prefetch: int | None = None
@@ -124,6 +129,18 @@ class TrainConfig:
         self.num_neighbors = tuple(self.num_neighbors)
         self.validate()
 
+    @property
+    def ratio(self) -> float | str:
+        """The hot ratio the job runs with: ``hot_ratio``, or its default.
+
+        Example:
+            >>> TrainConfig().ratio, TrainConfig(model="gcn").ratio
+            (0.2, 0.0)
+        """
+        if self.hot_ratio is not None:
+            return self.hot_ratio
+        return 0.0 if self.model == "gcn" else DEFAULT_HOT_RATIO
+
     def validate(self) -> None:
         """Checks every field; raises :class:`ValueError` naming the bad one.
 
@@ -139,11 +156,11 @@ class TrainConfig:
             raise ValueError(
                 f"model (--model) must be one of {sorted(MODELS)}, got {self.model!r}"
             )
-        check_hot_ratio(self.hot_ratio, "hot_ratio (--hot-ratio)", allow_auto=True)
-        if self.model == "gcn" and self.hot_ratio != 0:
+        check_hot_ratio(self.ratio, "hot_ratio (--hot-ratio)", allow_auto=True)
+        if self.model == "gcn" and self.ratio != 0:
             raise ValueError(
                 f"model gcn (--model) cannot use hot vertices (--hot-ratio "
-                f"{self.hot_ratio}): GCN normalises by the degrees in the sampled "
+                f"{self.ratio}): GCN normalises by the degrees in the sampled "
                 "batch, which hot vertices change. Use --hot-ratio 0 with gcn, or "
                 "--model sage/gin/gat"
             )
@@ -202,7 +219,7 @@ class TrainConfig:
             raise ValueError(
                 f"cache (--cache) must be one of {CACHE_MODES}, got {self.cache!r}"
             )
-        if self.hot_ratio == 0:
+        if self.ratio == 0:
             raise ValueError(
                 f"cache (--cache) {self.cache} needs hot vertices: set --hot-ratio "
                 "> 0 or auto, or leave --cache unset"

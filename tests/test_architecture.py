@@ -10,11 +10,9 @@ import ast
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import grimp
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pyg_orch"
@@ -117,32 +115,3 @@ def test_no_module_or_class_outgrows_its_limit():
     too_large = [f"{name} ({lines} lines)" for name, kind, lines in measured
                  if lines > limits[kind]]  # fmt: skip
     assert too_large == []
-
-
-@pytest.mark.parametrize(
-    "old, name",
-    [("hotness", "HotSet"), ("validation", "check_graph"), ("cache", "HotCache"),
-     ("cache", "FeatureCache"), ("loader", "OrchNeighborLoader"),
-     ("loader", "EpochPlan"), ("link_loader", "OrchLinkNeighborLoader"),
-     ("model", "OrchModel"), ("model", "PRECISIONS"), ("pipeline", "Pipeline"),
-     ("pipeline", "HotRefresher"), ("hot", "HotVertices"),
-     ("hot", "hot_features"), ("checkpoint", "check_state"),
-     ("relation_cache", "RelationCache"), ("convs", "cache_kind")],
-)  # fmt: skip
-def test_old_module_paths_still_import_and_warn(old, name):
-    import importlib
-
-    import pyg_orch
-    from pyg_orch._moved import MOVED
-
-    module = importlib.import_module(f"pyg_orch.{old}")
-    with pytest.warns(DeprecationWarning, match=f"pyg_orch.{old} is deprecated"):
-        value = getattr(module, name)
-    homes = [importlib.import_module(home) for home in MOVED[f"pyg_orch.{old}"]]
-    assert any(vars(home).get(name) is value for home in homes)
-    exported = getattr(pyg_orch, name, None)
-    assert exported is None or exported is value
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(AttributeError, match="no attribute"):
-            _ = module.no_such_name

@@ -92,8 +92,20 @@ def _learns(out: str) -> None:
     assert float(out) > 0.7, "the quickstart's test accuracy"
 
 
+def _reaches_the_stated_accuracy(out: str) -> None:
+    # The README states the range its example's accuracy fell in over seeds.
+    readme = (ROOT / "README.md").read_text()
+    stated = re.search(r"seeds 0 to 4 gave (\d\.\d+) to (\d\.\d+)", readme)
+    low, high = map(float, stated.groups())
+    printed = float(re.fullmatch(r"test accuracy: ([\d.]+)\n", out)[1])
+    assert low <= printed <= high, (printed, low, high)
+
+
 # What a page's blocks print, checked after they ran.
-OUTPUT_CHECKS: dict[str, Callable[[str], None]] = {"docs/quickstart.md": _learns}
+OUTPUT_CHECKS: dict[str, Callable[[str], None]] = {
+    "docs/quickstart.md": _learns,
+    "README.md": _reaches_the_stated_accuracy,
+}
 PAGES_WITH_CODE = [
     str(path.relative_to(ROOT)) for path in PAGES if _FENCE.search(path.read_text())
 ]

@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import os
 import re
 import subprocess
 import sys
@@ -34,28 +35,52 @@ SMALL = {
 # The result table's header and a row: run, s/epoch train, s 1st epoch,
 # s eval total, best val (epoch), test.
 TABLE_HEADER = re.compile(
-    r"^run +s/epoch train +s 1st epoch +s eval total +best val \(epoch\) +test$",
+    r"^run +s/epoch train +s 1st epoch +s eval total +nodes/batch +hot/batch "
+    r"+best val \(epoch\) +test$",
+    re.M,
+)
+HOT_SPLIT = re.compile(
+    r"^hot vertices: (\d+) of 2708 nodes; a training batch took the bottom-layer "
+    r"aggregates of (\d+) of its (\d+) frontier nodes \((\d+)%\) from their cache",
     re.M,
 )
 
 
 def _row(name: str) -> str:
     seconds = r"\d+\.\d{3} +\d+\.\d{3} +\d+\.\d{2}"
-    return rf"^{name} +{seconds} +[01]\.\d{{4}} \(\d+\) +[01]\.\d{{4}}$"
+    nodes = r"(\d+) +(\d+)"
+    return rf"^{name} +{seconds} +{nodes} +[01]\.\d{{4}} \(\d+\) +[01]\.\d{{4}}$"
 
 
-def test_cli_train_prints_accuracy(capsys):
+def test_cli_train_with_no_option_shows_the_hot_split_beside_hot_0(capsys):
     status = main(["train", "--epochs", "2", "--no-progress", "--seed", "0"])
     out = capsys.readouterr().out
     assert status == 0
     lines = out.strip().splitlines()
     assert lines[0].startswith("dataset: cora | nodes 2708 | edges 10556")
-    assert "train/val/test 140/500/1000" in lines[0]
+    assert "train/val/test 140/500/1000 | stored in " in lines[0]
+    assert "hot ratio 0.2 (presample)" in lines[1]
     assert any(line.startswith("device: cpu, prefetch 0 batches") for line in lines)
+    # The hot vertices and their share of the batch, as the loader counted.
+    num_hot, hot, frontier, share = map(int, HOT_SPLIT.search(out).groups())
+    assert num_hot == round(0.2 * 2708) and 0 < hot < frontier
+    assert share == round(100 * hot / frontier)
+    assert TABLE_HEADER.fullmatch(lines[-4])
+    hot_row = re.fullmatch(_row("hot ratio 0.2"), lines[-3])
+    plain_row = re.fullmatch(_row("hot ratio 0"), lines[-2])
+    assert int(hot_row[2]) == hot and int(plain_row[2]) == 0
+    assert int(hot_row[1]) < int(plain_row[1])  # the hot split samples fewer nodes
+    assert re.fullmatch(r"test accuracy: [01]\.\d{4}", lines[-1])
+    assert lines[-1].endswith(lines[-3][-6:])  # the main run's test accuracy
+
+
+def test_cli_train_at_hot_ratio_0_prints_one_run(capsys):
+    argv = ["train", "--epochs", "1", "--no-progress", "--hot-ratio", "0"]
+    assert main([*argv, "--num-neighbors", "5", "5"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "no hot vertices (hot ratio 0)" in lines[-5]
     assert TABLE_HEADER.fullmatch(lines[-3])
     assert re.fullmatch(_row("hot ratio 0"), lines[-2])
-    assert re.fullmatch(r"test accuracy: [01]\.\d{4}", lines[-1])
-    assert lines[-1].endswith(lines[-2][-6:])  # the main run's test accuracy
 
 
 def test_cli_hot_ratio_auto_prints_the_chosen_ratio(capsys):
@@ -85,7 +110,9 @@ def test_cli_defaults_match_train_config():
     defaults = TrainConfig()
     for field in dataclasses.fields(TrainConfig):
         assert getattr(args, field.name) == getattr(defaults, field.name), field.name
-    assert args.progress is True
+    assert args.progress is True and args.compare is True
+    # The job's default hot ratio, and none for a model that cannot use it.
+    assert defaults.ratio == 0.2 and TrainConfig(model="gcn").ratio == 0
 
 
 def test_train_returns_sane_values(cora):
@@ -130,16 +157,15 @@ def test_evaluation_equals_full_batch_forward(cora, model):
     assert test == accuracy(full, cora.y, cora.test_mask)
 
 
-def test_hot_ratio_and_compare(capsys, cora):
-    argv = ["train", "--epochs", "2", "--no-progress", "--hot-ratio", "0.2"]
-    assert main([*argv, "--compare", "--model", "gin"]) == 0
+def test_hot_ratio_without_compare(capsys, cora):
+    argv = ["train", "--epochs", "2", "--no-progress", "--hot-ratio", "0.3"]
+    assert main([*argv, "--no-compare", "--model", "gin"]) == 0
     out = capsys.readouterr().out
-    assert "hot ratio 0.2 (presample)" in out
+    assert "hot ratio 0.3 (presample)" in out
     lines = out.strip().splitlines()
-    assert TABLE_HEADER.fullmatch(lines[-4])
-    assert re.fullmatch(_row("hot ratio 0.2"), lines[-3])
-    assert re.fullmatch(_row("hot ratio 0"), lines[-2])
-    assert lines[-1].endswith(lines[-3][-6:])  # the hot run is the main one
+    assert TABLE_HEADER.fullmatch(lines[-3])
+    assert re.fullmatch(_row("hot ratio 0.3"), lines[-2])
+    assert lines[-1].endswith(lines[-2][-6:])
     hot = train(TrainConfig(**SMALL, hot_ratio=0.3, hot_method="degree"), False, cora)
     assert 0.0 <= hot.test_acc <= 1.0
 
@@ -184,7 +210,7 @@ def test_unknown_device_is_rejected():
         ({"model": "gatv2"}, "model"),
         ({"hot_ratio": 1.5}, "hot_ratio"),
         ({"hot_method": "random"}, "hot_method"),
-        ({"cache": "resample"}, "cache"),
+        ({"cache": "resample", "hot_ratio": 0}, "cache"),
         ({"cache": "lazy", "hot_ratio": 0.2}, "cache"),
         ({"cache": "embedding", "hot_ratio": 0.2}, "cache"),
         ({"prefetch": -1}, "prefetch"),
@@ -286,7 +312,6 @@ def test_cli_saves_the_best_epochs_weights_for_the_plain_model(capsys, tmp_path)
     argv += ["--hidden-channels", "16", "--save-model", str(path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "the first epoch compiles pyg_orch's Numba kernels" in out
     epoch = int(re.search(r"GraphSAGE weights of epoch (\d) \(best", out)[1])
     best_test = float(re.search(r"^test accuracy: ([\d.]+)$", out, re.M)[1])
     # A plain PyG model takes the weights and scores what the run reported.
@@ -299,6 +324,65 @@ def test_cli_saves_the_best_epochs_weights_for_the_plain_model(capsys, tmp_path)
     accuracy = (prediction == data.y)[data.test_mask].float().mean()
     assert 1 <= epoch <= 2
     assert float(accuracy) == pytest.approx(best_test, abs=1e-4)
+
+
+def test_the_bars_rate_and_eta_leave_the_first_epoch_out(monkeypatch, capsys):
+    # A first epoch of 1 s (as compiling kernels takes), then 0.02 s each: an
+    # estimate from the first epoch would give 9 s left after it.
+    import pyg_orch.train
+
+    durations = iter([1.0] + [0.02] * 9)
+
+    def epoch(*args):
+        time.sleep(next(durations))
+        return 0.0
+
+    monkeypatch.setattr(pyg_orch.train, "train_epoch", epoch)
+    monkeypatch.setattr(pyg_orch.train, "evaluate", lambda *args: (0.5, 0.5))
+    train(TrainConfig(**{**SMALL, "epochs": 10}), progress=True)
+    bars = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    assert any("epoch 1 compiles or loads pyg_orch's kernels" in bar for bar in bars)
+    final = [bar for bar in bars if "10/10" in bar][-1]
+    assert final.startswith("train: 100%")
+    rate = float(re.search(r"([\d.]+)epoch/s", final)[1])
+    assert rate > 10  # 9 epochs of 0.02 s, not 10 epochs over 1.2 s
+    after_first = [bar for bar in bars if re.search(r"\b[2-9]/10\b", bar)]
+    assert after_first and all("<00:00" in bar or "<?" in bar for bar in after_first)
+
+
+def test_compilations_are_counted_as_numba_reports_them():
+    from numba import njit
+    from numba.core import event
+
+    from pyg_orch.train import own_compilations
+
+    namespace = {"__name__": "pyg_orch.kernels.a_test_kernel"}
+    exec("def add_one(x):\n    return x + 1", namespace)  # a pyg_orch function
+    kernel = njit(namespace["add_one"])
+    with event.install_recorder("numba:compile") as first:
+        kernel(1)
+    with event.install_recorder("numba:compile") as second:
+        kernel(2)  # compiled already: no event
+    count, seconds = own_compilations(first.buffer)
+    assert count == 1 and seconds > 0
+    assert own_compilations(second.buffer) == (0, 0.0)
+
+
+@pytest.mark.slow  # compiles every kernel once in a fresh cache (about a minute)
+def test_the_compile_notice_tells_a_first_run_from_a_cached_one(tmp_path):
+    environment = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    command = [sys.executable, "-m", "pyg_orch", "train", "--epochs", "2",
+               "--no-progress", "--num-neighbors", "5", "5",
+               "--no-compare"]  # fmt: skip
+    notices = []
+    for _ in range(2):
+        result = subprocess.run(command, capture_output=True, text=True,
+                                env=environment, timeout=600)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        notices.append(result.stdout)
+    compiled = re.search(r"this run compiled (\d+) of pyg_orch's Numba", notices[0])
+    assert compiled and int(compiled[1]) > 10, notices[0]
+    assert "came from their on-disk cache" in notices[1], notices[1]
 
 
 def test_seconds_per_epoch_leave_the_first_epoch_out(monkeypatch):

@@ -194,6 +194,7 @@ def _config(args: argparse.Namespace, dataset: str, model: str) -> TrainConfig:
         batch_size=args.batch_size,
         hidden_channels=args.hidden_channels,
         epochs=args.epochs,
+        hot_ratio=0.0,  # each row sets the ratios it compares
         hot_method=args.hot_method,
     )
 

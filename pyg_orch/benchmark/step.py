@@ -239,7 +239,7 @@ def _profile(step, batches, precision: str) -> dict[str, float]:
         f"{per_step:.1f} ms of operator time per step"
     )
     for kind, share in shares.items():
-        print(f"  {kind:<12}{share * per_step:>9.1f} ms {share:>6.0%}")
+        print(f"  {kind:<12}{share * per_step:>9.1f} ms {share:>7.1%}")
     print("  the largest operators (self CPU time per step):")
     averages = profiler.key_averages()
     for event in sorted(averages, key=lambda e: -e.self_cpu_time_total)[:8]:

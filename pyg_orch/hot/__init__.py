@@ -12,11 +12,4 @@
 - :mod:`~pyg_orch.hot.options`: the hot settings of a loader, held once;
 - :mod:`~pyg_orch.hot.vertices`: :class:`~pyg_orch.hot.vertices.HotVertices`,
   which coordinates them for one loader.
-
-The old module ``pyg_orch.hot``'s names resolve from here, deprecated, for one
-release.
 """
-
-from pyg_orch._moved import moved
-
-__getattr__ = moved(__name__)

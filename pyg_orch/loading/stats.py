@@ -136,7 +136,7 @@ class LoaderStats:
         self._totals = _stat_values(_NO_BATCH)
 
     def totals(self) -> dict[str, float]:
-        """Nodes, edges, hot nodes, bytes and seconds summed over all batches.
+        """Nodes, frontier nodes, edges, hot nodes, bytes and seconds, summed.
 
         Example:
             >>> stats = LoaderStats()
@@ -147,7 +147,7 @@ class LoaderStats:
         return dict(self._totals)
 
     def mean(self) -> dict[str, float]:
-        """Mean nodes, edges, hot nodes, bytes and seconds per batch.
+        """Mean nodes, frontier nodes, edges, hot nodes, bytes and seconds per batch.
 
         Example:
             >>> stats = LoaderStats()
@@ -162,6 +162,8 @@ class LoaderStats:
 def _stat_values(stats: BatchStats) -> dict[str, float]:
     values = {
         "nodes": sum(stats.nodes_per_hop),
+        # The nodes whose bottom-layer output is needed: every hop's but the last.
+        "frontier": sum(stats.nodes_per_hop[:-1]),
         "edges": sum(stats.edges_per_hop),
         "hot": stats.num_hot,
         "bytes_gathered": stats.bytes_gathered,

@@ -1,7 +1,0 @@
-"""Deprecated: pyg_orch.model's names moved to :mod:`pyg_orch.nn.model`,
-:mod:`pyg_orch.nn.model_checks`; this path goes in pyg_orch 0.2.
-"""
-
-from pyg_orch._moved import moved
-
-__getattr__ = moved(__name__)

@@ -1,7 +1,0 @@
-"""Deprecated: pyg_orch.producer's names moved to :mod:`pyg_orch.loading.producer`;
-this path goes in pyg_orch 0.2.
-"""
-
-from pyg_orch._moved import moved
-
-__getattr__ = moved(__name__)

@@ -124,8 +124,17 @@ def accuracy(model: OrchModel, loader: pd.OrchDistNeighborLoader) -> float:
 def train_rank(
     rank: int, world_size: int, args: argparse.Namespace, root: Path
 ) -> dict:
-    """One process: its part, its share of the seeds, one DDP replica."""
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    """One process: its part, its share of the seeds, one DDP replica.
+
+    The DDP replica lives in :func:`fit` only: the process group is
+    destroyed after it is gone (see ``pyg_orch.distributed.process_group``).
+    """
+    with pd.process_group("gloo", rank=rank, world_size=world_size):
+        return fit(rank, world_size, args, root)
+
+
+def fit(rank: int, world_size: int, args: argparse.Namespace, root: Path) -> dict:
+    """Trains this rank's replica and reports what it measured."""
     port = pd.agreed_port()  # PyG's sampling RPC
     stores = pd.load_partition(root, rank, world_size)
     splits = torch.load(root / "split.pt", weights_only=True)
@@ -187,12 +196,11 @@ def train_rank(
             f"loss {total / max(steps, 1):.4f}, {seconds:.2f} s, val {val:.4f}",
             flush=True,
         )
-    checksum = float(sum(p.double().sum() for p in module.parameters()))
+    checksum = float(sum(p.detach().double().sum() for p in module.parameters()))
     checksums: list[float | None] = [None] * world_size
     dist.all_gather_object(checksums, checksum)
     traffic = loader.traffic.per_batch()
     dist.barrier()
-    dist.destroy_process_group()
     identical = len(set(checksums)) == 1
     return {"accuracy": test_at_best, "identical": identical, "traffic": traffic}
 

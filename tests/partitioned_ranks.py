@@ -19,6 +19,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 import pyg_orch.distributed  # noqa: F401 - makes PyG's engine run here
 from pyg_orch import OrchModel
 from pyg_orch.distributed.hot_store import HotFeatureStore, load_partition
+from pyg_orch.distributed.launch import process_group
 from pyg_orch.distributed.loaders import (
     OrchDistLinkNeighborLoader,
     OrchDistNeighborLoader,
@@ -203,3 +204,30 @@ def load_in_group(rank: int, world_size: int, roots: list[Path]) -> None:
 def load_only(rank: int, world_size: int, root: Path) -> None:
     """Loads this rank's part, as every job does first."""
     load_partition(root, rank, world_size)
+
+
+def ddp_rounds(rank: int, world_size: int, rounds: int) -> int:
+    """``rounds`` process groups one after another, each with a DDP replica.
+
+    Each round ends as a training job does: a collective that makes Python
+    tensors (``all_gather_object``), a barrier, the group destroyed.
+    """
+    address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    store = torch.distributed.TCPStore(address, port, world_size, rank == 0)
+    for round_ in range(rounds):
+        prefix = torch.distributed.PrefixStore(f"round{round_}", store)
+        with process_group("gloo", store=prefix, rank=rank, world_size=world_size):
+            _ddp_steps(world_size)
+    return rounds
+
+
+def _ddp_steps(world_size: int) -> None:
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(torch.randn(16, 64)).sum().backward()
+        optimizer.step()
+    gathered: list[float | None] = [None] * world_size
+    torch.distributed.all_gather_object(gathered, 1.0)
+    torch.distributed.barrier()

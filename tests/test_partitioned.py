@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -253,6 +255,29 @@ def test_ranks_that_hang_are_stopped_with_their_stacks(capfd):
     assert _ranks_alive() == []
     if hasattr(signal, "SIGUSR1"):  # where they waited, printed by the ranks
         assert capfd.readouterr().err.count("in waits_for_a_peer") == 2
+
+
+@pytest.fixture
+def cpu_hog():
+    """Two busy processes beside the test, as a loaded CI machine has."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)
+    ]
+    yield
+    for hog in hogs:
+        hog.kill()
+        hog.wait()
+
+
+@pytest.mark.slow
+def test_ddp_jobs_end_without_a_teardown_deadlock_under_load(cpu_hog):
+    # 20 rounds of what a DDP rank ends with (all_gather_object, barrier, the
+    # group destroyed) under a CPU hog. Destroying the group while the DDP
+    # module still held it deadlocked in the first rounds (torch joined
+    # gloo's workers holding the GIL one of them waited for): the hang of
+    # examples/train_partitioned.py.
+    results = spawn_ranks(ranks.ddp_rounds, 2, (20,), timeout=120)
+    assert results == [20, 20]
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ Example:
 
 from pyg_orch.distributed.engine import OrchDistNeighborSampler, install
 from pyg_orch.distributed.hot_store import HotFeatureStore, load_partition
-from pyg_orch.distributed.launch import agreed_port, spawn_ranks
+from pyg_orch.distributed.launch import agreed_port, process_group, spawn_ranks
 from pyg_orch.distributed.loaders import (
     OrchDistLinkNeighborLoader,
     OrchDistNeighborLoader,
@@ -65,6 +65,7 @@ __all__ = [
     "metis_binding",
     "metis_parts",
     "partition_graph",
+    "process_group",
     "remove_orphans",
     "shard_seeds",
     "share_graph",

@@ -9,6 +9,7 @@ names the ranks still running. No rank outlives the call.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import pickle
@@ -17,7 +18,7 @@ import signal
 import socket
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,40 @@ def agreed_port() -> int:
     port = [free_port() if dist.get_rank() == 0 else 0]
     dist.broadcast_object_list(port, src=0)
     return int(port[0])
+
+
+@contextlib.contextmanager
+def process_group(backend: str = "gloo", **kwargs: Any) -> Iterator[None]:
+    """The default process group, for the code inside; destroyed safely after it.
+
+    ``torch.distributed.init_process_group(backend, **kwargs)``, then, when
+    the block ends, ``destroy_process_group()``, in the order torch's
+    teardown needs. A :class:`~torch.nn.parallel.DistributedDataParallel`
+    module holds the group: if the group's last reference goes with the
+    module, torch destroys ``ProcessGroupGloo`` holding the GIL and joins its
+    worker threads, while a worker still releasing the last collective's
+    tensors (``all_gather_object``'s) waits for the GIL: a deadlock at the
+    return of the function that held the module (rare, more likely under
+    load). Destroyed here, after the block's frames are gone, the group's
+    last reference is the Python one, whose destructor releases the GIL.
+    So create DDP modules inside the block, in a function called from it
+    (as below), and keep none after it: an exception's frames are cleared
+    before the group goes.
+
+    Example:
+        >>> def train(rank, world_size):  # doctest: +SKIP
+        ...     with process_group("gloo", rank=rank, world_size=world_size):
+        ...         return fit(...)  # builds and drops the DDP module
+    """
+    dist.init_process_group(backend, **kwargs)
+    try:
+        yield
+    except BaseException as error:
+        # The traceback holds the frames, and their DDP modules, alive.
+        traceback.clear_frames(error.__traceback__)
+        raise
+    finally:
+        dist.destroy_process_group()
 
 
 def _run_rank(

@@ -3,6 +3,8 @@
 import pytest
 import torch
 from torch_geometric.data import Data
+from torch_geometric.nn import GraphConv
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 
 def random_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Data:
@@ -26,6 +28,16 @@ def random_graph(num_nodes: int, num_edges: int, seed: int = 0) -> Data:
         edge_attr=torch.arange(edge_index.size(1), dtype=torch.float),
         num_nodes=num_nodes,
     )
+
+
+class WeightedGraphConvGNN(BasicGNN):
+    """A ``BasicGNN`` of ``GraphConv`` layers, which take an ``edge_weight``."""
+
+    supports_edge_weight = True
+    supports_edge_attr = False
+
+    def init_conv(self, in_channels, out_channels, **kwargs):
+        return GraphConv(in_channels, out_channels, **kwargs)
 
 
 def assert_printed_ratio(

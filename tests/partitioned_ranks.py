@@ -12,9 +12,9 @@ import signal
 from pathlib import Path
 
 import torch
+from conftest import WeightedGraphConvGNN
 from torch_geometric.distributed import DistContext, LocalFeatureStore, LocalGraphStore
-from torch_geometric.nn import GraphConv, GraphSAGE, to_hetero
-from torch_geometric.nn.models.basic_gnn import BasicGNN
+from torch_geometric.nn import GraphSAGE, to_hetero
 
 import pyg_orch.distributed  # noqa: F401 - makes PyG's engine run here
 from pyg_orch import OrchModel
@@ -78,16 +78,6 @@ def node_batches(
         "outputs": outputs,
         "traffic": loader.traffic.per_batch(),
     }
-
-
-class WeightedGraphConvGNN(BasicGNN):
-    """A ``BasicGNN`` of ``GraphConv`` layers, which take an ``edge_weight``."""
-
-    supports_edge_weight = True
-    supports_edge_attr = False
-
-    def init_conv(self, in_channels, out_channels, **kwargs):
-        return GraphConv(in_channels, out_channels, **kwargs)
 
 
 def weighted_outputs(rank: int, world_size: int, root: Path, model_state: dict) -> dict:

@@ -9,24 +9,13 @@ goes through pyg_orch's caches, kernels or hooks.
 
 import pytest
 import torch
-from conftest import random_graph
+from conftest import WeightedGraphConvGNN, random_graph
 from torch.testing import assert_close
-from torch_geometric.nn import GAT, GCN, GraphConv
-from torch_geometric.nn.models.basic_gnn import BasicGNN
+from torch_geometric.nn import GAT, GCN
 
 from pyg_orch import OrchModel, OrchNeighborLoader
 
 NUM_NODES, BATCH = 300, 64
-
-
-class WeightedGraphConvGNN(BasicGNN):
-    """A ``BasicGNN`` of ``GraphConv`` layers, which take an ``edge_weight``."""
-
-    supports_edge_weight = True
-    supports_edge_attr = False
-
-    def init_conv(self, in_channels, out_channels, **kwargs):
-        return GraphConv(in_channels, out_channels, **kwargs)
 
 
 @pytest.fixture(scope="module")

@@ -14,22 +14,11 @@ import torch
 from conftest import random_graph
 from torch.testing import assert_close
 from torch_geometric.nn import GraphConv, GraphSAGE, HeteroConv
-from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from pyg_orch import OrchModel, OrchNeighborLoader
 from pyg_orch.datasets import power_law_hetero_graph
 
 NUM_NODES, BATCH = 300, 64
-
-
-class WeightedGraphConvGNN(BasicGNN):
-    """A ``BasicGNN`` of ``GraphConv`` layers, which take an ``edge_weight``."""
-
-    supports_edge_weight = True
-    supports_edge_attr = False
-
-    def init_conv(self, in_channels, out_channels, **kwargs):
-        return GraphConv(in_channels, out_channels, **kwargs)
 
 
 def check_close(got, want):

@@ -20,6 +20,7 @@ from pathlib import Path
 import partitioned_ranks as ranks
 import pytest
 import torch
+from conftest import WeightedGraphConvGNN
 from torch_geometric.data import Data
 from torch_geometric.nn import GraphSAGE, to_hetero
 
@@ -134,7 +135,7 @@ def test_edge_weights_are_carried_and_weigh_as_on_one_machine(
     data.edge_weight = torch.rand(data.num_edges, generator=generator) * 3
     root = _partition(data, tmp_path, 2, hot_ratio)
     torch.manual_seed(0)
-    model = ranks.WeightedGraphConvGNN(data.num_features, 16, num_layers=2,
+    model = WeightedGraphConvGNN(data.num_features, 16, num_layers=2,
                                        out_channels=4).eval()  # fmt: skip
     state = {"in": data.num_features, "weights": model.state_dict()}
     with torch.no_grad():

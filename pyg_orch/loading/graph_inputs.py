@@ -129,8 +129,8 @@ class GraphSources:
         for copy_ in copies:
             if isinstance(copy_, Tensor) and copy_ is not tensor:
                 kept[id(copy_)] = copy_
-        copies_ = list(kept.values())
-        self._tracked.append([name, owner, key, tensor, tensor._version, copies_])
+        entry = [name, owner, key, tensor, tensor._version, list(kept.values())]
+        self._tracked.append(entry)
 
     def sync(self) -> list[str]:
         """Copies each changed tensor into its copies; names those that changed.

@@ -131,7 +131,7 @@ class TrainConfig:
 
     @property
     def ratio(self) -> float | str:
-        """The hot ratio the job runs with: ``hot_ratio``, or its default.
+        """The hot ratio the job runs with (``hot_ratio``, or its default).
 
         Example:
             >>> TrainConfig().ratio, TrainConfig(model="gcn").ratio

@@ -257,7 +257,10 @@ class RelationCache:
                 del store.hot_slot
 
     def drop_values(self) -> None:
-        """Forgets every relation's values (see :meth:`HotCache.drop_values`)."""
+        """Forgets every relation's values.
+
+        See :meth:`~pyg_orch.HotCache.drop_values`.
+        """
         for cache in self.caches.values():
             cache.drop_values()
 

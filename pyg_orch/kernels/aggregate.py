@@ -23,7 +23,7 @@ Numeric choices:
   (four neighbours at a time), so results never depend on the thread count.
   The order is not PyG's, so the two differ by rounding only.
 - NaN passes on as in torch: a row that reads a NaN is NaN, whatever the
-  edge order, also for ``"max"`` (:func:`_max`, as ``scatter_reduce``'s
+  edge order, also for ``"max"`` (``_max``, as ``scatter_reduce``'s
   ``"amax"``). ``"gcn"`` drops the graph's own self loops by giving them
   weight 0, so an inf in a node's own row there gives NaN.
 

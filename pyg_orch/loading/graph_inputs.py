@@ -191,7 +191,7 @@ def graph_sources(
             for edge_type in user_data.edge_types:
                 sources.track(f"data[{edge_type}].edge_weight", user_data[edge_type],
                               "edge_weight")  # fmt: skip
-    elif derived or data is not user_data:
+    elif isinstance(data, Data) and (derived or data is not user_data):
         sources.track("data.x", user_data, "x", data.get("x"), features)
         if derived:
             sources.track("data.edge_weight", user_data, "edge_weight")

@@ -33,10 +33,13 @@ def context(rank: int, world_size: int) -> DistContext:
     )  # fmt: skip
 
 
-def stores(root: Path, rank: int) -> tuple[HotFeatureStore, LocalGraphStore]:
-    return HotFeatureStore.from_partition(
-        str(root), rank
-    ), LocalGraphStore.from_partition(str(root), rank)
+def stores(
+    root: Path, rank: int, world_size: int
+) -> tuple[HotFeatureStore, LocalGraphStore]:
+    """This rank's stores, as a job loads them (one node and edge map for both)."""
+    feature_store, graph_store = load_partition(root, rank, world_size)
+    assert feature_store.edge_feat_pb is graph_store.edge_pb
+    return feature_store, graph_store
 
 
 def rpc_port() -> int:
@@ -48,7 +51,7 @@ def node_batches(
     model_state: dict | None = None, batch_size: int = 64,
 ) -> dict:  # fmt: skip
     """Every batch of this rank's seeds, and the model's outputs on them."""
-    data = stores(root, rank)
+    data = stores(root, rank, world_size)
     seeds = data[0].get_global_id(None)
     loader = OrchDistNeighborLoader(
         data, fanouts, current_ctx=context(rank, world_size), master_port=rpc_port(),
@@ -85,7 +88,7 @@ def weighted_outputs(rank: int, world_size: int, root: Path, model_state: dict) 
 
     With the batches' edge ids and edge weights.
     """
-    data = stores(root, rank)
+    data = stores(root, rank, world_size)
     loader = OrchDistNeighborLoader(
         data, [-1, -1], current_ctx=context(rank, world_size), master_port=rpc_port(),
         input_nodes=data[0].get_global_id(None), batch_size=256, concurrency=2,
@@ -109,7 +112,7 @@ def hetero_outputs(
     With each batch's edge ids and edge weights by edge type, where it has
     them.
     """
-    data = stores(root, rank)
+    data = stores(root, rank, world_size)
     seeds = (seed_type, data[0].get_global_id(seed_type))
     fanouts = {edge_type: [-1, -1] for edge_type in model_state["metadata"][1]}
     loader = OrchDistNeighborLoader(
@@ -164,7 +167,7 @@ def link_batches(rank: int, world_size: int, root: Path, fanouts: list[int]) -> 
 
 def killed_after_one_batch(rank: int, world_size: int, root: Path) -> int:
     """Rank 1 dies (SIGKILL) after its first batch; rank 0 goes on sampling."""
-    data = stores(root, rank)
+    data = stores(root, rank, world_size)
     loader = OrchDistNeighborLoader(
         data, [-1, -1], current_ctx=context(rank, world_size), master_port=rpc_port(),
         input_nodes=data[0].get_global_id(None), batch_size=8, hot_ratio=0,

@@ -484,3 +484,23 @@ def test_run_spawned_lets_the_child_clean_up(slow_unregister):
     # tqdm.write makes tqdm's multiprocessing lock, as presampling's bar does.
     run_spawned(tqdm.write, "")
     _check_children_unregistered(slow_unregister, semaphores=1)
+
+
+def test_memory_benchmark_sums_every_ranks_tensors_by_kind(capsys):
+    argv = ["memory", "--num-nodes", "4000", "--parts", "2", "--hot-ratio", "0.1",
+            "--num-features", "16"]  # fmt: skip
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("nodes"))
+    assert header.split() == ["nodes", "parts", "rank", "features", "labels", "edges",
+                              "ids", "maps", "hot", "total", "MB", "whole/P", "ratio",
+                              "full", "MB"]  # fmt: skip
+    rows = [line.split() for line in lines if line.split()[:2] == ["4,000", "2"]]
+    assert [row[2] for row in rows] == ["0", "1"]
+    for row in rows:
+        kinds = [float(value) for value in row[3:9]]
+        # The total is the kinds' sum, each printed to 0.05 MB.
+        assert abs(sum(kinds) - float(row[9])) <= 0.05 * 7
+        # Features: each rank about half of the 4,000 rows of 16 float32.
+        assert 0.05 < kinds[0] < 0.2
+    assert lines[-1].startswith("4,000 nodes: feature bytes per local node 64.0-64.0")

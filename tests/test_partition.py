@@ -20,6 +20,7 @@ from pyg_orch.distributed import (
     partition_graph,
     split_seeds,
 )
+from pyg_orch.distributed.partition import HOT_KINDS
 
 pytest.importorskip("pymetis")
 if metis._cmeel_library() is None:
@@ -80,6 +81,8 @@ def test_homogeneous_parts_read_back(small, tmp_path):
         assert torch.equal(node_map, graph.node_pb) and node_map.dtype == torch.int64
         ids = feats.get_global_id(None)
         assert bool((node_map[ids] == pid).all())
+        # The part holds its own ids, not the whole graph's permutation.
+        assert ids.untyped_storage().nbytes() == ids.numel() * ids.element_size()
         assert torch.equal(
             feats.get_tensor(group_name=None, attr_name="x"), small.x[ids]
         )
@@ -272,7 +275,7 @@ def test_split_seeds_even_disjoint_local_first():
 
 
 def test_hot_file_homogeneous(small, tmp_path):
-    info = partition_graph(small, 2, tmp_path, hot_ratio=0.05)
+    info = partition_graph(small, 2, tmp_path, hot_ratio=0.05, hot_kinds=HOT_KINDS)
     hot = torch.load(tmp_path / "hot.pt")
     assert set(hot) == {
         "version",
@@ -310,9 +313,14 @@ def test_hot_file_homogeneous(small, tmp_path):
                     hot_kinds=("mean", "weighted_sum"))  # fmt: skip
     two = torch.load(tmp_path / "two" / "hot.pt")["values"][None]
     assert set(two) == {"mean", "weighted_sum"}
+    # By default only what GraphSAGE's bottom layer needs.
+    partition_graph(small, 2, tmp_path / "default", hot_ratio=0.05)
+    default = torch.load(tmp_path / "default" / "hot.pt")["values"][None]
+    assert set(default) == {"mean"}
     unweighted = small.clone()
     del unweighted.edge_weight
-    partition_graph(unweighted, 2, tmp_path / "plain", hot_ratio=0.05)
+    partition_graph(unweighted, 2, tmp_path / "plain", hot_ratio=0.05,
+                    hot_kinds=("mean", "sum", "max", "gcn"))  # fmt: skip
     plain = torch.load(tmp_path / "plain" / "hot.pt")["values"][None]
     assert set(plain) == {"mean", "sum", "max", "gcn"}
     with pytest.raises(ValueError, match="weighted kinds, but the graph has no"):
@@ -321,7 +329,8 @@ def test_hot_file_homogeneous(small, tmp_path):
 
 
 def test_hot_file_hetero(mag, tmp_path):
-    partition_graph(mag, 2, tmp_path, hot_ratio={"paper": 0.1, "author": 0.05})
+    partition_graph(mag, 2, tmp_path, hot_ratio={"paper": 0.1, "author": 0.05},
+                    hot_kinds=HOT_KINDS)  # fmt: skip
     hot = torch.load(tmp_path / "hot.pt")
     assert hot["num_nodes"] == {t: mag[t].num_nodes for t in mag.node_types}
     assert hot["node"]["paper"].numel() == round(0.1 * mag["paper"].num_nodes)

@@ -133,7 +133,10 @@ def test_edge_weights_are_carried_and_weigh_as_on_one_machine(
     data = graph.clone()
     generator = torch.Generator().manual_seed(1)
     data.edge_weight = torch.rand(data.num_edges, generator=generator) * 3
-    root = _partition(data, tmp_path, 2, hot_ratio)
+    root = tmp_path / "weighted"
+    # GraphConv's default aggregation, weighted: not among the default kinds.
+    partition_graph(data, 2, root, balance=None, hot_ratio=hot_ratio,
+                    hot_kinds=("weighted_sum",))  # fmt: skip
     torch.manual_seed(0)
     model = WeightedGraphConvGNN(data.num_features, 16, num_layers=2,
                                        out_channels=4).eval()  # fmt: skip

@@ -16,6 +16,7 @@ from pyg_orch.benchmark import (
     epoch,
     gpu,
     inference,
+    memory,
     partitioned,
     pipeline,
     sampler,
@@ -33,6 +34,7 @@ BENCHMARKS = {
     "gpu": gpu,
     "ddp": ddp,
     "partitioned": partitioned,
+    "memory": memory,
 }
 
 

@@ -349,7 +349,12 @@ def load_partition(
         _required(root, osp.join(f"part_{rank}", name), rank)
     _check_identity(root, rank)
     graph_store = LocalGraphStore.from_partition(root, rank)
-    return HotFeatureStore.from_partition(root, rank), graph_store
+    feature_store = HotFeatureStore.from_partition(root, rank)
+    # PyG's two stores each load the node -> part and edge -> part maps of
+    # the whole graph: the feature store reads the graph store's instead.
+    feature_store.node_feat_pb = graph_store.node_pb
+    feature_store.edge_feat_pb = graph_store.edge_pb
+    return feature_store, graph_store
 
 
 def _partition_id(folder: str) -> str | None:

@@ -53,6 +53,10 @@ from pyg_orch.hot.choice import top_by_type
 HOT_KINDS = (
     "mean", "sum", "max", "gcn", "weighted_mean", "weighted_sum", "weighted_max",
 )  # fmt: skip
+#: The kinds ``hot.pt`` holds by default: what GraphSAGE's bottom layer needs.
+#: Each kind costs every machine ``num_hot x F`` floats; a model that needs
+#: another is refused, naming ``hot_kinds``.
+DEFAULT_HOT_KINDS = ("mean",)
 #: How nodes can be assigned to parts.
 PART_METHODS = ("metis", "random")
 #: The version of ``hot.pt``'s layout (2: it names its partitioning).
@@ -176,6 +180,9 @@ def _write_rows(data: Data | HeteroData, root: Path, num_parts: int) -> None:
         edge_feats = plain_dicts(torch.load(path / "edge_feats.pt", weights_only=False))
         graph = torch.load(path / "graph.pt", weights_only=True)
         if isinstance(data, Data):
+            # PyG's ids are a view of the whole graph's permutation, which
+            # torch.save would write, and each part load, whole.
+            node_feats["global_id"] = node_feats["global_id"].clone()
             node_feats["feats"] = _rows(data, ("x",), node_feats["global_id"])
             values = _rows(data, EDGE_VALUES, graph["edge_id"])
             if values:
@@ -401,8 +408,7 @@ def partition_graph(
             floats; a model is served only the ones written (GraphSAGE's
             bottom layer needs ``"mean"``, GCN's ``"gcn"``, GIN's ``"sum"``,
             a ``GraphConv`` given the graph's ``edge_weight``
-            ``"weighted_sum"``). ``None``: every kind the graph allows (the
-            ``weighted_`` ones where it has an ``edge_weight``).
+            ``"weighted_sum"``). ``None``: :data:`DEFAULT_HOT_KINDS`.
 
     Returns:
         A :class:`PartitionInfo` of what was written.
@@ -497,7 +503,7 @@ def _hot_kinds(data: Data | HeteroData, hot_kinds: Any) -> tuple[str, ...]:
         store for store in data.edge_stores if store.get("edge_weight") is not None
     ]
     if hot_kinds is None:
-        return HOT_KINDS if weighted else HOT_KINDS[:4]
+        return DEFAULT_HOT_KINDS
     unknown = [kind for kind in hot_kinds if kind not in HOT_KINDS]
     if unknown or not hot_kinds or isinstance(hot_kinds, str):
         raise ValueError(

@@ -130,7 +130,9 @@ class HotCache:
         if not values:
             raise ValueError("values must hold at least one kind of hot values")
         width = next(iter(values.values()))
-        colptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+        # No graph: column pointers of num_nodes empty columns, one element
+        # of memory (an expanded view), only for the cache's size.
+        colptr = torch.zeros(1, dtype=torch.long).expand(num_nodes + 1)
         cache = cls(colptr, torch.empty(0, dtype=torch.long), width[:0], hot_nodes)
         cache.restore(values)
         cache.has_graph = False

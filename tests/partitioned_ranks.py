@@ -76,10 +76,14 @@ def node_batches(
         if model is not None:
             with torch.no_grad():
                 outputs.append((batch.n_id[: batch.batch_size], model(batch)))
+    sampler = loader.dist_sampler._sampler if num_workers == 0 else None
     return {
         "batches": batches,
         "outputs": outputs,
         "traffic": loader.traffic.per_batch(),
+        # The sampler's columns: this part's nodes only, not the graph's.
+        "columns": None if sampler is None else sampler.colptr.numel() - 1,
+        "nodes": data[0].get_global_id(None).numel(),
     }
 
 
@@ -138,7 +142,16 @@ def hetero_outputs(
                 for edge_type in batch.edge_types
                 if "edge_weight" in batch[edge_type]
             })  # fmt: skip
-    return {"outputs": outputs, "hot": hot, "edges": edges}
+    sampler = loader.dist_sampler._sampler
+    columns = {
+        edge_type: sampler.colptr_dict[sampler.to_rel_type[edge_type]].numel() - 1
+        for edge_type in sampler.edge_types
+    }
+    nodes = {t: data[0].get_global_id(t).numel() for t in model_state["metadata"][0]}
+    return {
+        "outputs": outputs, "hot": hot, "edges": edges,
+        "columns": columns, "nodes": nodes,
+    }  # fmt: skip
 
 
 def link_batches(rank: int, world_size: int, root: Path, fanouts: list[int]) -> list:

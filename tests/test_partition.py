@@ -17,6 +17,7 @@ from pyg_orch.distributed import (
     metis,
     metis_binding,
     metis_parts,
+    original_ids,
     partition_graph,
     split_seeds,
 )
@@ -72,6 +73,8 @@ def mag() -> HeteroData:
 
 def test_homogeneous_parts_read_back(small, tmp_path):
     info = partition_graph(small, 3, tmp_path, hot_ratio=0.0)
+    # The parts are range-numbered: new id -> the user's.
+    nodes, edges = original_ids(tmp_path), original_ids(tmp_path, kind="edge")
     node_ids, edge_ids = [], []
     for pid in range(3):
         graph = LocalGraphStore.from_partition(str(tmp_path), pid)
@@ -81,27 +84,33 @@ def test_homogeneous_parts_read_back(small, tmp_path):
         assert torch.equal(node_map, graph.node_pb) and node_map.dtype == torch.int64
         ids = feats.get_global_id(None)
         assert bool((node_map[ids] == pid).all())
-        # The part holds its own ids, not the whole graph's permutation.
+        # The part holds one range of ids, its own, not a view of more.
+        start = sum(info.num_nodes[:pid])
+        assert torch.equal(ids, torch.arange(start, start + info.num_nodes[pid]))
         assert ids.untyped_storage().nbytes() == ids.numel() * ids.element_size()
+        assert torch.equal(original_ids(tmp_path, pid), nodes[ids])
         assert torch.equal(
-            feats.get_tensor(group_name=None, attr_name="x"), small.x[ids]
+            feats.get_tensor(group_name=None, attr_name="x"), small.x[nodes[ids]]
         )
         edge_index = graph.get_edge_index(edge_type=None, layout="coo")
         edge_id = graph.get_edge_id(edge_type=None, layout="coo")
-        assert torch.equal(small.edge_index[:, edge_id], edge_index)
+        start = sum(info.num_edges[:pid])
+        assert torch.equal(edge_id, torch.arange(start, start + info.num_edges[pid]))
+        assert torch.equal(small.edge_index[:, edges[edge_id]], nodes[edge_index])
         # An edge lives in its destination's part, as PyG assigns it.
         assert bool((node_map[edge_index[1]] == pid).all())
         assert bool((edge_map[edge_id] == pid).all())
         for name in ("edge_attr", "edge_weight"):
             value = feats.get_tensor(group_name=(None, None), attr_name=name)
-            assert torch.equal(value, small[name][edge_id])
+            assert torch.equal(value, small[name][edges[edge_id]])
         node_ids.append(ids)
         edge_ids.append(edge_id)
     assert torch.equal(torch.cat(node_ids).sort().values, torch.arange(small.num_nodes))
     assert torch.equal(torch.cat(edge_ids).sort().values, torch.arange(small.num_edges))
     assert [ids.numel() for ids in node_ids] == list(info.num_nodes)
     assert [ids.numel() for ids in edge_ids] == list(info.num_edges)
-    assert torch.equal(torch.load(tmp_path / "label.pt"), small.y)
+    assert torch.equal(nodes.sort().values, torch.arange(small.num_nodes))
+    assert torch.equal(edges.sort().values, torch.arange(small.num_edges))
     assert not (tmp_path / "hot.pt").exists()
 
 
@@ -113,6 +122,8 @@ def test_hetero_parts_read_back(mag, tmp_path):
         start += mag[node_type].num_nodes
     seen = {t: [] for t in mag.node_types}
     edges = {e: [] for e in mag.edge_types}
+    nodes = original_ids(tmp_path)
+    originals = original_ids(tmp_path, kind="edge")
     for pid in range(2):
         graph = LocalGraphStore.from_partition(str(tmp_path), pid)
         feats = LocalFeatureStore.from_partition(str(tmp_path), pid)
@@ -123,17 +134,22 @@ def test_hetero_parts_read_back(mag, tmp_path):
             ids = feats.get_global_id(node_type) - offsets[node_type]
             assert bool((node_map[node_type][ids] == pid).all())
             x = feats.get_tensor(group_name=node_type, attr_name="x")
-            assert torch.equal(x, mag[node_type].x[ids])
+            assert torch.equal(x, mag[node_type].x[nodes[node_type][ids]])
             seen[node_type].append(ids)
         for edge_type in mag.edge_types:
             edge_index = graph.get_edge_index(edge_type=edge_type, layout="coo")
             local = feats.get_global_id(edge_type)
-            assert torch.equal(mag[edge_type].edge_index[:, local], edge_index)
+            original = originals[edge_type][local]
+            src, _, dst = edge_type
+            mapped = torch.stack(
+                [nodes[src][edge_index[0]], nodes[dst][edge_index[1]]]
+            )
+            assert torch.equal(mag[edge_type].edge_index[:, original], mapped)
             assert bool((node_map[edge_type[2]][edge_index[1]] == pid).all())
             assert bool((edge_map[edge_type][local] == pid).all())
             for name in ("edge_attr", "edge_weight"):
                 value = feats.get_tensor(group_name=edge_type, attr_name=name)
-                assert torch.equal(value, mag[edge_type][name][local])
+                assert torch.equal(value, mag[edge_type][name][original])
             edges[edge_type].append(local)
     for node_type, ids in seen.items():
         count = mag[node_type].num_nodes
@@ -142,7 +158,6 @@ def test_hetero_parts_read_back(mag, tmp_path):
         count = mag[edge_type].num_edges
         assert torch.equal(torch.cat(ids).sort().values, torch.arange(count))
     assert sum(info.num_train) == int(mag["paper"].train_mask.sum())
-    assert torch.equal(torch.load(tmp_path / "label.pt")["paper"], mag["paper"].y)
 
 
 @pytest.mark.parametrize("num_parts", [4, 2])
@@ -169,7 +184,8 @@ def test_balance_and_cut_on_200k_nodes(large, tmp_path, num_parts):
     )
     assert train <= 1.05 and edges <= 1.05
     assert cut <= 0.5 * random_cut
-    assert _imbalance(parts, large.train_mask, num_parts) == pytest.approx(train)
+    train_mask = large.train_mask[original_ids(tmp_path)]
+    assert _imbalance(parts, train_mask, num_parts) == pytest.approx(train)
 
 
 def test_mag_balance_per_node_type(mag, tmp_path):
@@ -293,6 +309,7 @@ def test_hot_file_homogeneous(small, tmp_path):
     ids = hot["node"][None]
     assert ids.dtype == torch.int64 and torch.equal(ids, ids.sort().values)
     assert ids.numel() == info.num_hot == round(0.05 * small.num_nodes)
+    ids = original_ids(tmp_path)[ids]  # the user's ids of the hot nodes
     degree = torch.bincount(small.edge_index[1], minlength=small.num_nodes)
     assert int(degree[ids].min()) >= int(
         degree[~torch.isin(torch.arange(small.num_nodes), ids)].max()
@@ -332,6 +349,7 @@ def test_hot_file_hetero(mag, tmp_path):
     partition_graph(mag, 2, tmp_path, hot_ratio={"paper": 0.1, "author": 0.05},
                     hot_kinds=HOT_KINDS)  # fmt: skip
     hot = torch.load(tmp_path / "hot.pt")
+    nodes = original_ids(tmp_path)
     assert hot["num_nodes"] == {t: mag[t].num_nodes for t in mag.node_types}
     assert hot["node"]["paper"].numel() == round(0.1 * mag["paper"].num_nodes)
     assert hot["node"]["institution"].numel() == 0
@@ -340,14 +358,15 @@ def test_hot_file_hetero(mag, tmp_path):
         kinds = {"mean", "sum", "max", "weighted_mean", "weighted_sum", "weighted_max"}
         kinds |= {"gcn"} if src_type == dst_type else set()
         assert set(values) == kinds
-        ids = hot["node"][dst_type]
+        ids = nodes[dst_type][hot["node"][dst_type]]
         src, dst = mag[edge_type].edge_index
         x = mag[src_type].x
         expected = scatter(
             x[src], dst, dim=0, dim_size=mag[dst_type].num_nodes, reduce="mean"
         )
         torch.testing.assert_close(values["mean"], expected[ids])
-    assert torch.equal(hot["x"]["paper"], mag["paper"].x[hot["node"]["paper"]])
+    papers = nodes["paper"][hot["node"]["paper"]]
+    assert torch.equal(hot["x"]["paper"], mag["paper"].x[papers])
 
 
 def test_bad_inputs(small, mag, tmp_path):
@@ -388,7 +407,8 @@ def test_time_attributes_as_pyg_writes_them(tmp_path):
     data = Data(edge_index=edge_index, x=torch.randn(4, 2), time=torch.arange(4))
     partition_graph(data, 2, tmp_path / "node", balance=None)
     feats = LocalFeatureStore.from_partition(str(tmp_path / "node"), 0)
-    assert torch.equal(feats.get_tensor(group_name=None, attr_name="time"), data.time)
+    time = feats.get_tensor(group_name=None, attr_name="time")
+    assert torch.equal(time, data.time[original_ids(tmp_path / "node")])
     data = Data(edge_index=edge_index, num_nodes=4, edge_time=torch.arange(5))
     partition_graph(data, 2, tmp_path / "edge", balance=None)
     for pid in range(2):
@@ -396,7 +416,8 @@ def test_time_attributes_as_pyg_writes_them(tmp_path):
         graph = LocalGraphStore.from_partition(str(tmp_path / "edge"), pid)
         edge_id = graph.get_edge_id(edge_type=None, layout="coo")
         time = feats.get_tensor(group_name=(None, None), attr_name="edge_time")
-        assert torch.equal(time, data.edge_time[edge_id])
+        original = original_ids(tmp_path / "edge", kind="edge")[edge_id]
+        assert torch.equal(time, data.edge_time[original])
 
 
 def test_repartition_replaces_previous(small, tmp_path):

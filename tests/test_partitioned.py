@@ -25,7 +25,12 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GraphSAGE, to_hetero
 
 from pyg_orch.datasets import load_cora
-from pyg_orch.distributed import load_partition, partition_graph, spawn_ranks
+from pyg_orch.distributed import (
+    load_partition,
+    original_ids,
+    partition_graph,
+    spawn_ranks,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +56,13 @@ def _model_state(graph: Data, num_layers: int) -> tuple[GraphSAGE, dict]:
     return model, {"in": graph.num_features, "weights": model.state_dict()}
 
 
-def _check_batches(graph: Data, batches: list[dict], fanouts: list[int]) -> None:
+def _check_batches(
+    graph: Data, batches: list[dict], fanouts: list[int], root: Path
+) -> None:
+    # The batches' ids are the partition's; mapped back, the user's.
+    nodes, edges = original_ids(root), original_ids(root, kind="edge")
     for batch in batches:
-        n_id, e_id = batch["n_id"], batch["e_id"]
+        n_id, e_id = nodes[batch["n_id"]], edges[batch["e_id"]]
         # Every sampled edge is a real edge of the whole graph, by its id.
         assert torch.equal(n_id[batch["edge_index"]], graph.edge_index[:, e_id])
         assert torch.equal(batch["x"], graph.x[n_id])
@@ -87,10 +96,13 @@ def test_batches_are_the_graph_and_outputs_the_whole_graph_model(
         reference = model(graph.x, graph.edge_index)
     seen = []
     for rank in range(parts):
-        _check_batches(graph, sampled[rank]["batches"], [3, 2])
+        _check_batches(graph, sampled[rank]["batches"], [3, 2], root)
         for seeds, out in exact[rank]["outputs"]:
+            seeds = original_ids(root)[seeds]
             torch.testing.assert_close(out, reference[seeds], atol=1e-5, rtol=1e-4)
             seen.append(seeds)
+        if workers == 0:  # the sampler ran here: its columns are this part's
+            assert sampled[rank]["columns"] == sampled[rank]["nodes"]
         hot = [b["hot"] for b in exact[rank]["batches"] if b["hot"] is not None]
         assert (sum(h.numel() for h in hot) > 0) == (hot_ratio > 0)
     assert torch.equal(torch.cat(seen).sort().values, torch.arange(graph.num_nodes))
@@ -110,12 +122,11 @@ def test_link_batches_are_real_edges(graph, tmp_path):
     root = _partition(graph, tmp_path, 2, 0.2)
     results = spawn_ranks(ranks.link_batches, 2, (root, [3, 2]), timeout=60)
     labelled = 0
+    nodes, original_edges = original_ids(root), original_ids(root, kind="edge")
     for batches in results:
         for batch in batches:
-            n_id = batch["n_id"]
-            assert torch.equal(
-                n_id[batch["edge_index"]], graph.edge_index[:, batch["e_id"]]
-            )
+            n_id, e_id = nodes[batch["n_id"]], original_edges[batch["e_id"]]
+            assert torch.equal(n_id[batch["edge_index"]], graph.edge_index[:, e_id])
             assert torch.equal(batch["x"], graph.x[n_id])
             positive = batch["edge_label_index"][:, batch["edge_label"] == 1]
             pairs = n_id[positive]
@@ -147,10 +158,12 @@ def test_edge_weights_are_carried_and_weigh_as_on_one_machine(
     assert (reference - unweighted).abs().max() > 1  # the weights matter here
     results = spawn_ranks(ranks.weighted_outputs, 2, (root, state), timeout=60)
     seen = []
+    nodes, edges = original_ids(root), original_ids(root, kind="edge")
     for result in results:
         for e_id, edge_weight in result["edges"]:
-            assert torch.equal(edge_weight, data.edge_weight[e_id])
+            assert torch.equal(edge_weight, data.edge_weight[edges[e_id]])
         for seeds, out in result["outputs"]:
+            seeds = nodes[seeds]
             torch.testing.assert_close(out, reference[seeds], atol=1e-5, rtol=1e-4)
             seen.append(seeds)
     assert torch.equal(torch.cat(seen).sort().values, torch.arange(data.num_nodes))
@@ -174,11 +187,16 @@ def _hetero_outputs(data, root, num_parts: int, hot_ratio: float) -> list[dict]:
         ranks.hetero_outputs, num_parts, (root, state, "paper"), timeout=60
     )
     seen = []
+    papers = original_ids(root)["paper"]
     for result in results:
         for seeds, out in result["outputs"]:
+            seeds = papers[seeds]
             torch.testing.assert_close(out, reference[seeds], atol=1e-5, rtol=1e-4)
             seen.append(seeds)
         assert (result["hot"] > 0) == (hot_ratio > 0)
+        # The sampler's columns of a relation: this part's destinations only.
+        for edge_type, columns in result["columns"].items():
+            assert columns == result["nodes"][edge_type[2]]
     papers = torch.arange(data["paper"].num_nodes)
     assert torch.equal(torch.cat(seen).sort().values, papers)
     return results
@@ -201,10 +219,12 @@ def test_hetero_types_of_their_own_widths_are_served_their_own_rows(mag, tmp_pat
     for store in data.edge_stores:
         store.edge_weight = torch.rand(store.num_edges, generator=generator)
     results = _hetero_outputs(data, tmp_path / "widths", 2, 0.3)
+    original = original_ids(tmp_path / "widths", kind="edge")
     checked = 0
     for result in results:
         for edges in result["edges"]:
             for edge_type, (e_id, edge_weight) in edges.items():
+                e_id = original[edge_type][e_id]
                 assert torch.equal(edge_weight, data[edge_type].edge_weight[e_id])
                 checked += e_id.numel()
     assert checked > 0

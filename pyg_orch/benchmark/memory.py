@@ -28,9 +28,13 @@ from pyg_orch.options import add_option, positive_int
 # The table's columns: (header, width).
 _COLUMNS = (
     ("nodes", 10), ("parts", 6), ("rank", 5), ("features", 9), ("labels", 7),
-    ("edges", 7), ("ids", 6), ("maps", 7), ("hot", 6), ("total MB", 9),
-    ("whole/P", 8), ("ratio", 6), ("full MB", 8),
+    ("edges", 7), ("sampler", 8), ("ids", 6), ("maps", 6), ("other", 6),
+    ("hot", 6), ("total MB", 9), ("whole/P", 8), ("ratio", 6), ("full MB", 8),
 )  # fmt: skip
+# The kinds of the table's columns, in its order.
+_SHOWN = ("features", "labels", "edges", "sampler", "ids", "maps", "other", "hot")
+# The kinds that grow with a part's nodes, and with its edges.
+_NODE_KINDS, _EDGE_KINDS = ("features", "labels", "ids"), ("edges", "sampler")
 _MB = 2**20
 
 
@@ -66,15 +70,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def rank_bytes(root: str, rank: int, parts: int) -> dict:
     """Loads part ``rank`` as a rank does; the bytes of its stores' tensors.
 
+    With them, the CSC that PyG's sampler builds of the part's edges (the
+    kind ``"sampler"``), cut to the part's columns as pyg_orch's
+    distributed sampler cuts it.
+
     Returns:
         ``{"kinds": {kind: bytes}, "tensors": [(path, shape, bytes)],
         "nodes": local nodes, "edges": local edges}``.
     """
+    from torch_geometric.sampler import NeighborSampler
+
     from pyg_orch.distributed import load_partition
+    from pyg_orch.distributed.engine.books import local_columns
     from pyg_orch.distributed.engine.memory import KINDS, store_tensors
 
     feature_store, graph_store = load_partition(root, rank, parts)
-    tensors = store_tensors(feature_store, graph_store)
+    sampler = NeighborSampler((feature_store, graph_store), num_neighbors=[1])
+    local_columns(sampler, graph_store)
+    tensors = store_tensors(feature_store, graph_store, sampler)
     kinds = dict.fromkeys(KINDS, 0)
     for tensor in tensors:
         kinds[tensor.kind] += tensor.bytes
@@ -151,19 +164,20 @@ def run(args: argparse.Namespace) -> None:
                     )
                     print(_row((
                         f"{num_nodes:,}", parts, rank,
-                        *(f"{kinds[kind] / _MB:.1f}" for kind in
-                          ("features", "labels", "edges", "ids", "maps", "hot")),
+                        *(f"{kinds[kind] / _MB:.1f}" for kind in _SHOWN),
                         f"{total / _MB:.1f}", f"{whole / parts / _MB:.1f}",
                         f"{ratio:.2f}", f"{full / _MB:.1f}",
                     )), flush=True)  # fmt: skip
-                    node_bytes = kinds["features"]
+                    node_bytes = sum(kinds[kind] for kind in _NODE_KINDS)
+                    edge_bytes = sum(kinds[kind] for kind in _EDGE_KINDS)
                     per_node.append(node_bytes / max(measured["nodes"], 1))
-                    per_edge.append(kinds["edges"] / max(measured["edges"], 1))
+                    per_edge.append(edge_bytes / max(measured["edges"], 1))
         constants.append((num_nodes, per_node, per_edge))
     for num_nodes, per_node, per_edge in constants:
         print(
-            f"{num_nodes:,} nodes: feature bytes per local node "
-            f"{min(per_node):.1f}-{max(per_node):.1f}, edge bytes per local edge "
+            f"{num_nodes:,} nodes: bytes per local node (features, labels, ids) "
+            f"{min(per_node):.1f}-{max(per_node):.1f}, per local edge (edges, "
+            f"sampler) "
             f"{min(per_edge):.1f}-{max(per_edge):.1f}",
             flush=True,
         )

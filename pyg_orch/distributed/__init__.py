@@ -4,7 +4,8 @@
   machine holds the whole graph once (shared memory per machine, DDP).
 * :mod:`~pyg_orch.distributed.partition` (with
   :mod:`~pyg_orch.distributed.metis`): a graph split across machines with
-  METIS, in PyG's partition format, its hot vertices replicated.
+  METIS, in PyG's partition format, its hot vertices replicated; its parts
+  range-numbered (:mod:`~pyg_orch.distributed.ranges`).
 * :mod:`~pyg_orch.distributed.engine`: PyG's ``torch_geometric.distributed``
   without pyg-lib (:mod:`~pyg_orch.distributed.pyg_lib_ops`), its bugs worked
   around, and pyg_orch's sampler on it; importing this package calls
@@ -31,6 +32,7 @@ from pyg_orch.distributed.loaders import (
 )
 from pyg_orch.distributed.metis import metis_binding, metis_parts
 from pyg_orch.distributed.partition import PartitionInfo, partition_graph, split_seeds
+from pyg_orch.distributed.ranges import original_ids
 from pyg_orch.distributed.replicated import (
     DistributedContext,
     SharedGraph,
@@ -64,6 +66,7 @@ __all__ = [
     "load_partition",
     "metis_binding",
     "metis_parts",
+    "original_ids",
     "partition_graph",
     "process_group",
     "remove_orphans",

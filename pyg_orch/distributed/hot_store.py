@@ -12,6 +12,7 @@ hop is not sampled at all (the aggregate stands in for it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os.path as osp
 from pathlib import Path
@@ -24,15 +25,21 @@ from torch_geometric.distributed import LocalFeatureStore, LocalGraphStore
 from torch_geometric.distributed.rpc import rpc_async
 
 from pyg_orch.distributed.engine import use_type_ids
-from pyg_orch.distributed.partition import EDGE_VALUES, HOT_VERSION, IDENTITY_FILE
+from pyg_orch.distributed.engine.books import (
+    RangeIndex,
+    contiguous_start,
+    drop_edge_ranges,
+    range_books,
+)
+from pyg_orch.distributed.partition import HOT_VERSION, IDENTITY_FILE
+from pyg_orch.distributed.ranges import EDGE_VALUES
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.relation_cache import RelationCache
+from pyg_orch.hot.slots import HotSlots
 
 #: The name of the hot vertices' file in a partition folder.
 HOT_FILE = "hot.pt"
-#: The name of the labels' file (``y``) in a partition folder.
-LABEL_FILE = "label.pt"
 
 
 class HotFeatureStore(LocalFeatureStore):
@@ -40,7 +47,7 @@ class HotFeatureStore(LocalFeatureStore):
 
     It owns the replicated hot part of the graph: the hot vertices' ids, their
     feature rows and their cached aggregates (a static
-    :class:`~pyg_orch.hot.cache.HotCache`). The sampler reads :meth:`hot_mask`
+    :class:`~pyg_orch.hot.cache.HotCache`). The sampler reads :meth:`hot_slots`
     to stop expanding them at the last hop; the loader reads ``hot_cache``.
     It also counts what it fetches from other partitions (``traffic``).
 
@@ -57,17 +64,17 @@ class HotFeatureStore(LocalFeatureStore):
         # The hot nodes' rows, and each node's slot in them (-1: cold), by
         # node type (None on a homogeneous graph).
         self.hot_x: dict[Any, Tensor] = {}
-        self.hot_slot: dict[Any, Tensor] = {}
-        self._hot_masks: dict[Any, Tensor] = {}
+        self.hot_slot: dict[Any, HotSlots] = {}
         self.traffic = RemoteTraffic()
-        self.labels_by_type: dict[str, Tensor] | None = None
 
     @classmethod
     def from_partition(cls, root: str, pid: int) -> HotFeatureStore:
         """Loads part ``pid`` of the partition in ``root``, with its hot vertices.
 
-        The labels (``label.pt``) and the hot vertices (``hot.pt``) are
-        loaded when ``root`` holds them.
+        The hot vertices (``hot.pt``) are loaded when ``root`` holds them.
+        ``partition_graph`` writes each part's labels beside its features
+        (``"y"``, served by :meth:`lookup_rows`); PyG's ``labels``, as
+        long as the whole graph, stay ``None``.
 
         Raises:
             ValueError: ``hot.pt`` comes from another partitioning, or from
@@ -76,34 +83,11 @@ class HotFeatureStore(LocalFeatureStore):
         store = super().from_partition(root, pid)
         if store.meta["is_hetero"]:
             use_type_ids(store, osp.join(root, f"part_{pid}", "node_feats.pt"))
-        labels = osp.join(root, LABEL_FILE)
-        if osp.exists(labels):
-            # PyG's format has no labels; partition_graph writes them here.
-            store.load_labels(torch.load(labels, weights_only=True))
         path = osp.join(root, HOT_FILE)
         if osp.exists(path):
             hot = torch.load(path, weights_only=True)
             store.load_hot(hot, path, _partition_id(root))
         return store
-
-    def load_labels(self, labels: Tensor | dict[str, Tensor]) -> None:
-        """Takes the labels ``partition_graph`` wrote (``label.pt``).
-
-        PyG's distributed sampler reads ``labels`` as one tensor, of the
-        seeds' node type; a heterogeneous graph's labels of one node type
-        become that tensor. With labels on several node types, ``labels``
-        stays ``None`` and ``labels_by_type`` holds them all.
-
-        Example:
-            >>> store = HotFeatureStore()
-            >>> store.load_labels({"paper": torch.tensor([1, 0])})
-            >>> store.labels.tolist()
-            [1, 0]
-        """
-        self.labels_by_type = labels if isinstance(labels, dict) else None
-        if isinstance(labels, dict):
-            labels = next(iter(labels.values())) if len(labels) == 1 else None
-        self.labels = labels
 
     def load_hot(
         self, hot: dict[str, Any], path: str, partition_id: str | None
@@ -145,25 +129,34 @@ class HotFeatureStore(LocalFeatureStore):
                 num_nodes, hot["node"], hot["values"]
             )
             self.hot_slot = {
-                t: _slots(ids, num_nodes[t]) for t, ids in hot["node"].items()
+                t: HotSlots(ids, num_nodes[t]) for t, ids in hot["node"].items()
             }
         else:
             self.hot_cache = HotCache.from_values(
                 hot["node"][None], num_nodes, hot["values"][None]
             )
-            self.hot_slot = {None: self.hot_cache.slot}
+            self.hot_slot = {None: HotSlots(hot["node"][None], num_nodes)}
         self.hot_cache.mode_chosen = True  # a partition's values are static
-        # Read by the sampler at the last hop of every batch: made once.
-        self._hot_masks = {key: slot >= 0 for key, slot in self.hot_slot.items()}
 
-    def hot_mask(self, node_type: str | None = None) -> Tensor | None:
-        """Whether each node (of ``node_type``) is hot; ``None`` without hot nodes.
+    def _set_global_id_to_index(self, group_name: Any) -> None:
+        # A range of ids (every part of a range-numbered partition) is
+        # mapped to its rows by a subtraction, not a tensor as long as the
+        # largest id.
+        global_id = self.get_global_id(group_name)
+        start = None if global_id is None else contiguous_start(global_id)
+        if start is None:
+            super()._set_global_id_to_index(group_name)
+            return
+        self._global_id_to_index[group_name] = RangeIndex(start, global_id.numel())
+
+    def hot_slots(self, node_type: str | None = None) -> HotSlots | None:
+        """Each node's row among the hot ones (of ``node_type``); ``None`` without.
 
         Example:
-            >>> HotFeatureStore().hot_mask() is None
+            >>> HotFeatureStore().hot_slots() is None
             True
         """
-        return self._hot_masks.get(node_type)
+        return self.hot_slot.get(node_type)
 
     def lookup_features(
         self, index: Tensor, is_node_feat: bool = True, input_type: Any = None
@@ -199,7 +192,7 @@ class HotFeatureStore(LocalFeatureStore):
         """The edge values (``edge_attr``, ``edge_weight``) of the graph's edges.
 
         This part's rows of each, by name: what a batch carries of its
-        edges (see :meth:`lookup_edge_weights`).
+        edges (see :meth:`lookup_rows`).
 
         Example:
             >>> HotFeatureStore().edge_values()
@@ -214,36 +207,49 @@ class HotFeatureStore(LocalFeatureStore):
             if name in held
         }
 
-    def lookup_edge_weights(
-        self, index: Tensor, edge_type: Any = None
-    ) -> torch.futures.Future:
-        """The ``edge_weight`` of the edges ``index`` (of ``edge_type``), by id.
+    def holds(self, name: str, group: Any) -> bool:
+        """Whether this part holds rows ``name`` of ``group`` (a type, or None).
 
-        PyG's distributed sampler fetches only ``edge_attr``; this fetches
-        the weights as it does: this part's from its own rows, the others'
-        from their owners over RPC, one request per owner.
+        Example:
+            >>> HotFeatureStore().holds("y", None)
+            False
+        """
+        attrs = self.get_all_tensor_attrs()
+        return any(a.group_name == group and a.attr_name == name for a in attrs)
+
+    def lookup_rows(
+        self, index: Tensor, name: str, is_node_feat: bool, input_type: Any = None
+    ) -> torch.futures.Future:
+        """Rows ``name`` of the nodes (edges) ``index`` of ``input_type``, by id.
+
+        PyG's distributed sampler fetches only ``x`` and ``edge_attr``; this
+        fetches another attribute as it does: this part's from its own
+        rows, the others' from their owners over RPC, one request per
+        owner. The labels (``"y"``) and the ``edge_weight`` come this way.
 
         Returns:
-            A future of the weights, in ``index`` order.
+            A future of the rows, in ``index`` order.
         """
-        group = edge_type if self.meta["is_hetero"] else (None, None)
-        owners = self.edge_feat_pb[edge_type] if self.meta["is_hetero"] else None
-        owner = (owners if owners is not None else self.edge_feat_pb)[index]
+        hetero = self.meta["is_hetero"]
+        group = input_type if hetero else (None if is_node_feat else (None, None))
+        owners = self.node_feat_pb if is_node_feat else self.edge_feat_pb
+        owner = (owners[input_type] if hetero else owners)[index]
         local = owner == self.partition_idx
-        weights = self.get_tensor_from_global_id(
-            index=index[local], group_name=group, attr_name="edge_weight"
+        own = self.get_tensor_from_global_id(
+            index=index[local], group_name=group, attr_name=name
         )
-        weights = weights.new_empty(index.numel()).index_put_((local,), weights)
+        rows = own.new_empty((index.numel(), *own.shape[1:]))
+        rows[local] = own
         parts = owner[~local].unique().tolist()
         requests = [
             rpc_async(
                 self.rpc_router.get_to_worker(part), self.rpc_call_id,
-                args=(index[owner == part], False, edge_type, "edge_weight"),
+                args=(index[owner == part], is_node_feat, input_type, name),
             )
             for part in parts
         ]  # fmt: skip
         self.traffic.add(
-            bytes=int((~local).sum()) * weights.element_size(),
+            bytes=int((~local).sum()) * own[:1].numel() * own.element_size(),
             feature_rpcs=len(requests),
         )
         result: torch.futures.Future = torch.futures.Future()
@@ -251,11 +257,11 @@ class HotFeatureStore(LocalFeatureStore):
         def combine(answers: torch.futures.Future) -> None:
             try:
                 for part, answer in zip(parts, answers.wait(), strict=True):
-                    weights[owner == part] = answer.wait()
+                    rows[owner == part] = answer.wait()
             except Exception as error:  # handed to the waiting sampler
                 result.set_exception(error)
             else:
-                result.set_result(weights)
+                result.set_result(rows)
 
         torch.futures.collect_all(requests).add_done_callback(combine)
         return result
@@ -267,11 +273,14 @@ class HotFeatureStore(LocalFeatureStore):
         input_type: Any = None,
         attr_name: str | None = None,
     ) -> Tensor:
-        # PyG's callee of feature requests, which also answers for an edge
-        # value other than edge_attr (lookup_edge_weights' requests).
+        # PyG's callee of feature requests, which also answers for another
+        # attribute than x and edge_attr (lookup_rows' requests).
         if attr_name is None:
             return super()._rpc_local_feature_get(index, is_node_feat, input_type)
-        group = input_type if self.meta["is_hetero"] else (None, None)
+        if self.meta["is_hetero"]:
+            group = input_type
+        else:
+            group = None if is_node_feat else (None, None)
         return self.get_tensor_from_global_id(
             index=index, group_name=group, attr_name=attr_name
         )
@@ -303,13 +312,6 @@ class HotFeatureStore(LocalFeatureStore):
         name = "x" if is_node_feat else "edge_attr"
         tensor = self.get_tensor(group_name=group, attr_name=name)
         return tensor[0].numel() * tensor.element_size()
-
-
-def _slots(hot_nodes: Tensor, num_nodes: int) -> Tensor:
-    # Each node's row among the hot ones, -1 for a cold node.
-    slot = torch.full((num_nodes,), -1, dtype=torch.long)
-    slot[hot_nodes] = torch.arange(hot_nodes.numel())
-    return slot
 
 
 def load_partition(
@@ -348,8 +350,12 @@ def load_partition(
     for name in ("graph.pt", "node_feats.pt"):
         _required(root, osp.join(f"part_{rank}", name), rank)
     _check_identity(root, rank)
-    graph_store = LocalGraphStore.from_partition(root, rank)
-    feature_store = HotFeatureStore.from_partition(root, rank)
+    bounds = _identity(root).get("bounds")
+    with range_books(bounds) if bounds else contextlib.nullcontext():
+        graph_store = LocalGraphStore.from_partition(root, rank)
+        feature_store = HotFeatureStore.from_partition(root, rank)
+    if bounds:
+        drop_edge_ranges(graph_store)
     # PyG's two stores each load the node -> part and edge -> part maps of
     # the whole graph: the feature store reads the graph store's instead.
     feature_store.node_feat_pb = graph_store.node_pb
@@ -357,11 +363,14 @@ def load_partition(
     return feature_store, graph_store
 
 
-def _partition_id(folder: str) -> str | None:
+def _identity(folder: str) -> dict[str, Any]:
+    # What orch.json holds; nothing in a partition PyG's Partitioner wrote.
     path = osp.join(folder, IDENTITY_FILE)
-    if not osp.exists(path):
-        return None  # written by PyG's Partitioner: nothing to compare
-    return json.loads(Path(path).read_text())["partition_id"]
+    return json.loads(Path(path).read_text()) if osp.exists(path) else {}
+
+
+def _partition_id(folder: str) -> str | None:
+    return _identity(folder).get("partition_id")
 
 
 def _check_identity(root: str, rank: int) -> None:

@@ -26,23 +26,19 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import torch
-import torch_geometric.distributed.partition as pyg_partition
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.index import index2ptr
-from torch_geometric.loader import ClusterData
 from torch_geometric.sampler.utils import to_csc
 
-from pyg_orch.distributed.engine import plain_dicts
 from pyg_orch.distributed.metis import metis_binding, metis_parts
+from pyg_orch.distributed.ranges import Numbering, bounds_of, write_parts
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.choice import top_by_type
 
@@ -61,19 +57,14 @@ DEFAULT_HOT_KINDS = ("mean",)
 PART_METHODS = ("metis", "random")
 #: The version of ``hot.pt``'s layout (2: it names its partitioning).
 HOT_VERSION = 2
-#: The edge values written beside each part's edges, by edge id.
-EDGE_VALUES = ("edge_attr", "edge_weight")
 #: The name of the file, in the root and in each part, that names the
 #: partitioning the files come from.
 IDENTITY_FILE = "orch.json"
-# What a partition root holds: PyG's files, the labels and the hot vertices.
+# What a partition root holds: PyG's files, the splits and the hot vertices.
 _WRITTEN = ("META.json", "node_map", "node_map.pt", "edge_map", "edge_map.pt")
-_EXTRA = ("label.pt", "split.pt", "hot.pt", IDENTITY_FILE)
+_EXTRA = ("split.pt", "hot.pt", IDENTITY_FILE)
 #: The node masks whose ids ``split.pt`` holds.
 SPLITS = ("train_mask", "val_mask", "test_mask")
-# PyG's Partitioner finds ClusterData as a module global; patching it is
-# serialized.
-_PATCH_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -106,99 +97,6 @@ class PartitionInfo:
     num_train: tuple[int, ...]
     edge_cut: int
     num_hot: int
-
-
-class _AssignedPartitioner(pyg_partition.Partitioner):
-    # PyG's Partitioner, given the node->part assignment instead of running
-    # ClusterData's unweighted METIS, and allowing one part. It writes the
-    # structure (the graph's edges and times): PyG would write a
-    # heterogeneous graph's features from to_homogeneous(), every type padded
-    # to the widest (or fail on edge features of several widths), and no
-    # edge_weight at all; _write_rows writes the rows.
-    def __init__(
-        self, data: Data | HeteroData, parts: Tensor, num_parts: int, root: Path
-    ):
-        self.data, self.num_parts, self.root = _structure(data), num_parts, str(root)
-        self.recursive = False
-        self.parts = parts
-
-    def generate_partition(self) -> None:
-        parts = self.parts
-
-        class GivenClusters(ClusterData):
-            def _metis(self, edge_index: Tensor, num_nodes: int) -> Tensor:
-                return parts
-
-        with (
-            _PATCH_LOCK,
-            mock.patch.object(pyg_partition, "ClusterData", GivenClusters),
-        ):
-            super().generate_partition()
-        # (The package's engine.install() makes the edge features loadable.)
-
-
-def _structure(data: Data | HeteroData) -> Data | HeteroData:
-    # The graph without its feature rows: what PyG's Partitioner writes.
-    if isinstance(data, Data):
-        out = Data(edge_index=data.edge_index, num_nodes=data.num_nodes)
-        stores = [(data, out)]
-    else:
-        out = HeteroData()
-        for node_type in data.node_types:
-            out[node_type].num_nodes = data[node_type].num_nodes
-        for edge_type in data.edge_types:
-            out[edge_type].edge_index = data[edge_type].edge_index
-        stores = [(data[key], out[key]) for key in data.node_types + data.edge_types]
-    for store, copy in stores:
-        for key in ("time", "edge_time"):
-            if key in store:
-                copy[key] = store[key]
-    return out
-
-
-def _rows(store: Any, names: tuple[str, ...], ids: Tensor) -> dict[str, Tensor]:
-    # The rows of ids of each of the store's tensors named in names.
-    return {
-        name: store[name][ids]
-        for name in names
-        if isinstance(store.get(name), Tensor)
-    }
-
-
-def _write_rows(data: Data | HeteroData, root: Path, num_parts: int) -> None:
-    # Each part's feature rows, of their own node or edge type, and edge
-    # values (edge_attr, edge_weight) by edge id, where PyG's format puts
-    # them: node_feats.pt and edge_feats.pt ("global_id" and "feats").
-    offsets, offset = {}, 0
-    if isinstance(data, HeteroData):
-        for edge_type in data.edge_types:  # PyG's homogeneous edge ids
-            offsets[edge_type], offset = offset, offset + data[edge_type].num_edges
-    for pid in range(num_parts):
-        path = root / f"part_{pid}"
-        # (PyG saves defaultdicts, which torch.load(weights_only=True) refuses.)
-        node_feats = plain_dicts(torch.load(path / "node_feats.pt", weights_only=False))
-        edge_feats = plain_dicts(torch.load(path / "edge_feats.pt", weights_only=False))
-        graph = torch.load(path / "graph.pt", weights_only=True)
-        if isinstance(data, Data):
-            # PyG's ids are a view of the whole graph's permutation, which
-            # torch.save would write, and each part load, whole.
-            node_feats["global_id"] = node_feats["global_id"].clone()
-            node_feats["feats"] = _rows(data, ("x",), node_feats["global_id"])
-            values = _rows(data, EDGE_VALUES, graph["edge_id"])
-            if values:
-                edge_feats.update(global_id=graph["edge_id"], feats=values)
-        else:
-            for node_type in data.node_types:
-                feats = node_feats[node_type]
-                feats["feats"] = _rows(data[node_type], ("x",), feats["id"])
-            for edge_type in data.edge_types:
-                ids = graph[edge_type]["edge_id"] - offsets[edge_type]
-                values = _rows(data[edge_type], EDGE_VALUES, ids)
-                if values:
-                    feats = edge_feats.setdefault(edge_type, {})
-                    feats.update(global_id=ids, feats=values)
-        torch.save(node_feats, path / "node_feats.pt")
-        torch.save(edge_feats, path / "edge_feats.pt")
 
 
 def _homogeneous_edges(data: Data | HeteroData) -> tuple[Tensor, Tensor, dict, int]:
@@ -358,22 +256,28 @@ def partition_graph(
     most 1.03; 1.016 for training nodes and in-edges on a 200k-node
     power-law graph in 4 parts, see tests/test_partition.py).
 
-    ``root`` then holds what PyG's
-    :class:`~torch_geometric.distributed.Partitioner` writes (``META.json``,
-    ``node_map``, ``edge_map``, ``part_i/graph.pt``, ``node_feats.pt``,
-    ``edge_feats.pt``; every edge in its destination's part), the structure
-    written by PyG's own code, the rows by pyg_orch in the same layout: each
+    The parts are range-numbered (:mod:`~pyg_orch.distributed.ranges`, as
+    DistDGL numbers them): the nodes of part 0 get the first ids (of each
+    node type), then those of part 1, and so on; the edges likewise, each in
+    its destination's part. Every id a job sees (``n_id``, ``e_id``, seeds,
+    ``split.pt``, ``hot.pt``) is a new id;
+    :func:`~pyg_orch.distributed.ranges.original_ids` maps them back to
+    the user's. A machine then knows every node's part from ``num_parts + 1``
+    boundaries (``orch.json``), where PyG's maps are as long as the graph.
+
+    ``root`` holds PyG's partition format (``META.json``, ``node_map``,
+    ``edge_map``, ``part_i/graph.pt``, ``node_feats.pt``,
+    ``edge_feats.pt``), so ``LocalGraphStore.from_partition(root, i)`` and
+    ``LocalFeatureStore.from_partition(root, i)`` load part ``i``: each
     node type's ``x`` in its own width (PyG pads every type to the widest),
-    and by edge id each edge type's ``edge_attr`` and ``edge_weight`` (which
-    PyG drops), so
-    ``LocalGraphStore.from_partition(root, i)``,
-    ``LocalFeatureStore.from_partition(root, i)`` and
-    ``load_partition_info(root, i)`` load part ``i``. PyG's format has no
-    labels: ``root/label.pt`` holds ``y`` (``{node_type: y}`` on a
-    HeteroData) for the feature store's ``labels``, when the data has it,
-    and ``root/split.pt`` the ids of the nodes of ``train_mask``,
-    ``val_mask`` and ``test_mask`` (by node type on a HeteroData), so that a
-    rank finds its seeds without the whole graph.
+    its labels ``y`` beside it, and by edge id each edge type's
+    ``edge_attr`` and ``edge_weight`` (which PyG drops). Each part also
+    holds its original ids (``orig_ids.pt``), and ``root/split.pt`` the ids
+    of the nodes of ``train_mask``, ``val_mask`` and ``test_mask`` (by node
+    type on a HeteroData), so that a rank finds its seeds without the whole
+    graph. The features are read by rows, one part at a time: ``x`` may be
+    a memory-mapped ``numpy`` array (``np.load(path, mmap_mode="r")``),
+    never read whole.
 
     With ``hot_ratio > 0`` it also writes ``root/hot.pt``, the hot vertices
     every part replicates: the top ``hot_ratio`` fraction of the nodes by
@@ -453,13 +357,12 @@ def partition_graph(
             rowptr, dst[order], num_parts, node_weights=weights, seed=seed
         )
     _prepare_root(root)
-    _AssignedPartitioner(data, parts, num_parts, root).generate_partition()
-    _write_rows(data, root, num_parts)
-    _save_labels(data, root)
-    _save_splits(data, root)
-    partition_id = _save_identity(root, num_parts)
+    numbering = Numbering.of(data, parts, num_parts)
+    write_parts(data, numbering, root)
+    _save_splits(data, numbering, root)
+    partition_id = _save_identity(root, num_parts, numbering)
     if hot is not None:
-        _save_hot(data, hot, hot_ratio, hot_kinds, root, partition_id)
+        _save_hot(data, hot, hot_ratio, hot_kinds, root, partition_id, numbering)
 
     def per_part(part: Tensor, weight: Tensor | None = None) -> tuple[int, ...]:
         counts = torch.bincount(part, weight, minlength=num_parts)
@@ -477,21 +380,15 @@ def partition_graph(
     )
 
 
-def _save_labels(data: Data | HeteroData, root: Path) -> None:
-    if isinstance(data, Data):
-        labels = data.y if "y" in data else None
-    else:
-        labels = {t: data[t].y for t in data.node_types if "y" in data[t]}
-    if labels is not None and len(labels):
-        torch.save(labels, root / "label.pt")
-
-
-def _save_identity(root: Path, num_parts: int) -> str:
+def _save_identity(root: Path, num_parts: int, numbering: Numbering) -> str:
     # One id per partitioning, in the root and in every part (and hot.pt): a
     # part copied from another partitioning (a stale copy on one machine) is
-    # told apart.
+    # told apart. With it, each type's part boundaries.
     partition_id = uuid.uuid4().hex
-    identity = json.dumps({"partition_id": partition_id, "num_parts": num_parts})
+    identity = json.dumps({
+        "partition_id": partition_id, "num_parts": num_parts,
+        "bounds": bounds_of(numbering),
+    })  # fmt: skip
     for folder in [root, *(root / f"part_{pid}" for pid in range(num_parts))]:
         (folder / IDENTITY_FILE).write_text(identity)
     return partition_id
@@ -519,18 +416,21 @@ def _hot_kinds(data: Data | HeteroData, hot_kinds: Any) -> tuple[str, ...]:
     return tuple(hot_kinds)
 
 
-def _save_splits(data: Data | HeteroData, root: Path) -> None:
-    # The ids of the masks' nodes, so that a rank finds its seeds without
+def _save_splits(data: Data | HeteroData, numbering: Numbering, root: Path) -> None:
+    # The new ids of the masks' nodes, so that a rank finds its seeds without
     # the whole graph ({node_type: {mask: ids}} on a HeteroData).
-    def ids(store: Any) -> dict[str, Tensor]:
+    def ids(store: Any, key: Any) -> dict[str, Tensor]:
+        perm = numbering.nodes[key].perm
         return {
-            name: store[name].nonzero().view(-1) for name in SPLITS if name in store
+            name: store[name][perm].nonzero().view(-1)
+            for name in SPLITS
+            if name in store
         }
 
     if isinstance(data, Data):
-        splits: Any = ids(data)
+        splits: Any = ids(data, None)
     else:
-        splits = {t: ids(data[t]) for t in data.node_types if ids(data[t])}
+        splits = {t: ids(data[t], t) for t in data.node_types if ids(data[t], t)}
     if splits:
         torch.save(splits, root / "split.pt")
 
@@ -578,6 +478,7 @@ def _save_hot(
     hot_kinds: tuple[str, ...],
     root: Path,
     partition_id: str,
+    numbering: Numbering,
 ) -> None:
     if isinstance(data, Data):
         values = {None: _hot_values(data, data.x, hot[None], data.num_nodes, hot_kinds)}
@@ -596,6 +497,7 @@ def _save_hot(
                 data[edge_type], data[src_type].x, hot[dst_type],
                 num_nodes[dst_type], kinds,
             )  # fmt: skip
+    hot, x, values = _renumbered_hot(hot, x, values, numbering)
     torch.save(
         {
             "version": HOT_VERSION,
@@ -609,6 +511,26 @@ def _save_hot(
         },
         root / "hot.pt",
     )
+
+
+def _renumbered_hot(
+    hot: dict[Any, Tensor], x: dict[Any, Tensor], values: dict, numbering: Numbering
+) -> tuple[dict, dict, dict]:
+    # The hot nodes by their new ids, sorted, with their rows and values.
+    orders = {}
+    for key, ids in hot.items():
+        new_ids = numbering.nodes[key].new_ids()[ids]
+        new_ids, orders[key] = torch.sort(new_ids)
+        hot[key] = new_ids
+    x = {key: rows[orders[key]] for key, rows in x.items()}
+    values = {
+        edge_key: {
+            kind: rows[orders[None if edge_key is None else edge_key[2]]]
+            for kind, rows in kinds.items()
+        }
+        for edge_key, kinds in values.items()
+    }
+    return hot, x, values
 
 
 def split_seeds(

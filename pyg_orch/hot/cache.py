@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from pyg_orch.aggregation import HALF_WIDTHS, kernel_array, sum_dtype
+from pyg_orch.hot.slots import HotSlots
 from pyg_orch.kernels import aggregate as kernels
 from pyg_orch.kernels.sample import sample_homogeneous
 from pyg_orch.sampling import node_map
@@ -81,14 +82,24 @@ class HotCache:
         hot_nodes: Tensor,
         edge_weight: Tensor | None = None,
         edge_perm: Tensor | None = None,
+        *,
+        slots: HotSlots | None = None,
     ):
         num_nodes = colptr.numel() - 1
         self.colptr, self.row, self.x = colptr, row, x.contiguous()
         self.edge_weight, self.edge_perm = edge_weight, edge_perm
         self.hot_nodes = hot_nodes.to(torch.long)
-        self.slot = torch.full((num_nodes,), -1, dtype=torch.long)
-        self.slot[self.hot_nodes] = torch.arange(self.hot_nodes.numel())
-        self.mask = self.slot >= 0
+        # Each node's row among the hot ones (-1: cold), and the hot nodes
+        # as the sampler reads them: dense with the graph at hand; searched
+        # (slots) on a machine that holds only a part of it.
+        self.slot: Tensor | HotSlots
+        self.mask: Tensor | None = None
+        if slots is None:
+            self.slot = torch.full((num_nodes,), -1, dtype=torch.long)
+            self.slot[self.hot_nodes] = torch.arange(self.hot_nodes.numel())
+            self.mask = self.slot >= 0
+        else:
+            self.slot = slots
         # The aggregation the consuming model's bottom layer needs, or
         # "embedding"; None until a model serves the loader (loader.serve).
         self.kind: str | None = None
@@ -116,7 +127,7 @@ class HotCache:
         every other: it has no graph to compute one from.
 
         Args:
-            hot_nodes: global ids of the hot vertices.
+            hot_nodes: global ids of the hot vertices, sorted.
             num_nodes: number of nodes of the whole graph.
             values: the aggregates by kind, each ``[num_hot, F]`` in
                 ``hot_nodes`` order.
@@ -133,7 +144,9 @@ class HotCache:
         # No graph: column pointers of num_nodes empty columns, one element
         # of memory (an expanded view), only for the cache's size.
         colptr = torch.zeros(1, dtype=torch.long).expand(num_nodes + 1)
-        cache = cls(colptr, torch.empty(0, dtype=torch.long), width[:0], hot_nodes)
+        slots = HotSlots(hot_nodes, num_nodes)
+        empty = torch.empty(0, dtype=torch.long)
+        cache = cls(colptr, empty, width[:0], hot_nodes, slots=slots)
         cache.restore(values)
         cache.has_graph = False
         return cache

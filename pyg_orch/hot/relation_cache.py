@@ -43,7 +43,6 @@ class RelationCache:
             ``weighted_`` kinds (GraphConv given an ``edge_weight``).
 
     Attributes:
-        mask: ``bool[offsets[-1]]``, the hot nodes, as the sampler reads it.
         caches: one :class:`~pyg_orch.HotCache` per relation into a node type
             with hot nodes.
         kind: the aggregation each relation's bottom conv needs, by edge type
@@ -76,10 +75,9 @@ class RelationCache:
     ) -> None:
         self.node_types, self.offsets = node_types, offsets
         self.hot_nodes = hot_nodes.to(torch.long)
-        self.mask = torch.zeros(int(offsets[-1]), dtype=torch.bool)
-        self.mask[self.hot_nodes] = True
+        hot = self.hot_nodes.sort().values
         self.hot_by_type = {
-            node_type: self.mask[offsets[k] : offsets[k + 1]].nonzero().view(-1)
+            node_type: hot[(hot >= offsets[k]) & (hot < offsets[k + 1])] - offsets[k]
             for k, node_type in enumerate(node_types)
         }
         self.caches: dict[EdgeType, HotCache] = {}
@@ -102,6 +100,7 @@ class RelationCache:
         # Every relation into a type shares its hot nodes, hence its slots.
         self.slots = {dst: cache.slot for (_, _, dst), cache in self.caches.items()}
         self.kind: dict[EdgeType, str] | None = None
+        self._mask: Tensor | None = None
         # What HotVertices reads of any cache: static values.
         self.mode, self.mode_chosen, self.snapshot = "static", False, None
         self._device: torch.device | None = None
@@ -148,6 +147,18 @@ class RelationCache:
             )
         cache.slots = {dst: c.slot for (_, _, dst), c in cache.caches.items()}
         return cache
+
+    @property
+    def mask(self) -> Tensor:
+        """``bool[offsets[-1]]``: the hot nodes, as the sampler reads them.
+
+        Made on first use: a machine of a partitioned graph, which holds
+        only its part, never reads it.
+        """
+        if self._mask is None:
+            self._mask = torch.zeros(int(self.offsets[-1]), dtype=torch.bool)
+            self._mask[self.hot_nodes] = True
+        return self._mask
 
     @property
     def device(self) -> torch.device | None:

@@ -15,12 +15,14 @@ from typing import Any
 from torch import Tensor
 
 #: The kinds of a rank's tensors, in the order the benchmark prints them.
-KINDS = ("features", "labels", "edges", "ids", "maps", "hot", "other")
+KINDS = ("features", "labels", "edges", "sampler", "ids", "maps", "hot", "other")
 # Attribute names (of PyG's stores and pyg_orch's HotFeatureStore) -> kind,
 # the first match of a tensor's path wins.
 _KIND_OF_NAME = (
+    ("NeighborSampler", "sampler"),
     ("hot", "hot"),
     ("labels", "labels"),
+    ("'y')]", "labels"),
     ("_feat[", "features"),
     ("_edge_index", "edges"),
     ("_edge_id", "ids"),

@@ -23,6 +23,7 @@ from torch_geometric.distributed.event_loop import to_asyncio_future
 from torch_geometric.distributed.rpc import rpc_async
 from torch_geometric.sampler import SamplerOutput
 
+from pyg_orch.distributed.engine.books import edge_start, local_columns
 from pyg_orch.distributed.engine.fixes import fill_empty_features
 
 
@@ -95,13 +96,22 @@ class OrchDistNeighborSampler(DistNeighborSampler):
         # A HotFeatureStore (of pyg_orch.distributed.hot_store) brings the
         # hot vertices and counts the remote traffic; PyG's own store, none.
         store = self.feature_store
-        self.hot_store = store if hasattr(store, "hot_mask") else None
+        self.hot_store = store if hasattr(store, "hot_slots") else None
         if self.hot_store is not None and self.hot_store.hot_cache is not None:
             if self.temporal:
                 raise NotImplementedError(
                     "hot vertices of a partitioned graph are not served in "
                     "temporal sampling yet: partition the graph with hot_ratio=0"
                 )
+
+    def init_sampler_instance(self) -> None:
+        """PyG's, with a range-numbered part's columns cut to its own nodes."""
+        super().init_sampler_instance()
+        # (Temporal sampling reads times by column: those keep every column.)
+        temporal = self.node_time is not None or self.edge_time is not None
+        self._column_starts = (
+            {} if temporal else local_columns(self._sampler, self.graph_store)
+        )
 
     async def _sample_from(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -113,29 +123,46 @@ class OrchDistNeighborSampler(DistNeighborSampler):
             return None
 
     async def _collate_fn(self, output: Any) -> Any:
-        # PyG's features and labels, and the edges' edge_weight, which PyG's
-        # sampler does not fetch: as output.edge_weight (a dict by edge type
-        # on a heterogeneous graph), for the loader's batch.
+        # PyG's features, then what PyG's sampler does not fetch: the nodes'
+        # labels where each part holds its own (partition_graph's parts),
+        # and the edges' edge_weight, as output.edge_weight (a dict by edge
+        # type on a heterogeneous graph), for the loader's batch.
         output = await super()._collate_fn(output)
         if self.is_hetero:
             fill_empty_features(output.metadata, self.feature_store)
         store = self.hot_store
-        if store is None or output.edge is None:
+        if store is None:
+            return output
+        await self._collate_labels(output, store)
+        if output.edge is None:
             return output
         edges = output.edge if self.is_hetero else {None: output.edge}
         weights = {}
         for edge_type, edge in edges.items():
             if "edge_weight" in store.edge_values(edge_type):
-                future = store.lookup_edge_weights(edge, edge_type)
+                future = store.lookup_rows(edge, "edge_weight", False, edge_type)
                 weights[edge_type] = await to_asyncio_future(future)
         if weights:
             output.edge_weight = weights if self.is_hetero else weights[None]
         return output
 
-    def _hot_mask(self, edge_type: Any) -> Tensor | None:
+    async def _collate_labels(self, output: Any, store: Any) -> None:
+        # The labels of the batch's nodes (of the seeds' type), each from
+        # the part that owns it, where PyG reads them (metadata[-2]).
+        node_type = self.input_type if self.is_hetero else None
+        if isinstance(node_type, tuple) or not store.holds("y", node_type):
+            return  # edge-level seeds, or no labels
+        nodes = output.node[node_type] if self.is_hetero else output.node
+        future = store.lookup_rows(nodes, "y", True, node_type)
+        labels = await to_asyncio_future(future)
+        *rest, feats, _, edge_feats = output.metadata
+        labels = {node_type: labels} if self.is_hetero else labels
+        output.metadata = (*rest, feats, labels, edge_feats)
+
+    def _hot_slots(self, edge_type: Any) -> Any:
         if self.hot_store is None:
             return None
-        return self.hot_store.hot_mask(None if edge_type is None else edge_type[2])
+        return self.hot_store.hot_slots(None if edge_type is None else edge_type[2])
 
     async def sample_one_hop(
         self,
@@ -148,8 +175,8 @@ class OrchDistNeighborSampler(DistNeighborSampler):
         """One hop across the partitions; at the last hop, hot vertices get none."""
         last = isinstance(one_hop_num, LastHopFanout)
         one_hop_num = int(one_hop_num)
-        hot_mask = self._hot_mask(edge_type) if last else None
-        cold = None if hot_mask is None else ~hot_mask[srcs]
+        hot_slots = self._hot_slots(edge_type) if last else None
+        cold = None if hot_slots is None else ~hot_slots.is_hot(srcs)
         if cold is None or bool(cold.all()):
             return await self._across_partitions(
                 srcs, one_hop_num, seed_time, src_batch, edge_type
@@ -229,11 +256,17 @@ class OrchDistNeighborSampler(DistNeighborSampler):
     ) -> SamplerOutput:
         # Runs on the partition that owns input_nodes, for itself or over RPC:
         # its CSC positions become ids of the whole graph here.
-        out = super()._sample_one_hop(
-            input_nodes, int(num_neighbors), seed_time, edge_type
-        )
+        key = None if edge_type is None else tuple(edge_type)
+        start = self._column_starts.get(key)
+        columns = input_nodes if start is None else input_nodes - start
+        out = super()._sample_one_hop(columns, int(num_neighbors), seed_time, edge_type)
+        if start is not None:  # the output starts with the seeds
+            out.node[: input_nodes.numel()] = input_nodes
         edge_ids = self.graph_store.get_edge_id(edge_type=edge_type, layout="coo")
-        out.edge = edge_ids[out.edge] - self._edge_offset(edge_type)
+        if edge_ids is None:  # a range-numbered part: its book knows them
+            out.edge = out.edge + edge_start(self.graph_store, edge_type)
+        else:
+            out.edge = edge_ids[out.edge] - self._edge_offset(edge_type)
         return out
 
     @functools.cached_property

@@ -1,0 +1,362 @@
+"""Range-numbered parts: each part owns one contiguous range of ids per type.
+
+DistDGL's layout. :func:`~pyg_orch.distributed.partition.partition_graph`
+renumbers the nodes so that the nodes of part 0 come first, then those of
+part 1, and so on (per node type on a
+:class:`~torch_geometric.data.HeteroData`, each type keeping its order
+within a part), and the edges so that each part's edges (the in-edges of its
+nodes) come together, sorted by destination as PyG's sampler reads them.
+A part is then known by ``num_parts + 1`` boundaries
+(:class:`~pyg_orch.distributed.engine.books.RangeBook`), where PyG keeps a
+map of every node and edge on every machine, and a global id's row is the id
+minus its part's first id. The user's original ids are written beside the
+parts (``part_i/orig_ids.pt``, :func:`original_ids`).
+
+:func:`write_parts` writes the parts in PyG's own format, which PyG's
+``LocalGraphStore.from_partition`` and ``LocalFeatureStore.from_partition``
+load as they are, one part's rows at a time: the features are read by rows
+(a memory-mapped array is never read whole).
+
+Example:
+    >>> order = node_order(torch.tensor([1, 0, 1, 0]), 2)
+    >>> order.perm.tolist(), order.bounds.tolist()
+    ([1, 3, 0, 2], [0, 2, 4])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch_geometric.data import Data, HeteroData
+from torch_geometric.distributed.utils import as_str
+
+#: The file in each part folder that holds the part's original ids.
+ORIG_FILE = "orig_ids.pt"
+#: The edge values written beside each part's edges, by edge id.
+EDGE_VALUES = ("edge_attr", "edge_weight")
+
+
+@dataclass(frozen=True)
+class Order:
+    """A renumbering: ``perm[new] = old``, and each part's ``[bounds[p], bounds[p+1])``.
+
+    Example:
+        >>> order = Order(torch.tensor([2, 0, 1]), torch.tensor([0, 1, 3]))
+        >>> order.new_ids().tolist()
+        [1, 2, 0]
+    """
+
+    perm: Tensor
+    bounds: Tensor
+
+    def new_ids(self) -> Tensor:
+        """``new[old]``: each original id's new id."""
+        new = torch.empty_like(self.perm)
+        new[self.perm] = torch.arange(self.perm.numel())
+        return new
+
+    def part(self, pid: int) -> slice:
+        """The new ids of part ``pid``, as a slice."""
+        return slice(int(self.bounds[pid]), int(self.bounds[pid + 1]))
+
+
+def node_order(parts: Tensor, num_parts: int) -> Order:
+    """The new numbering of nodes assigned to ``parts``: by part, stable.
+
+    Example:
+        >>> node_order(torch.tensor([1, 1, 0]), 2).perm.tolist()
+        [2, 0, 1]
+    """
+    perm = torch.argsort(parts, stable=True)
+    return Order(perm, _bounds(parts, num_parts))
+
+
+def edge_order(dst: Tensor, node_bounds: Tensor, key: Tensor | None) -> Order:
+    """The new numbering of edges whose new destinations are ``dst``.
+
+    Sorted by destination (then by ``key``, the edges' or their sources'
+    times, as PyG's temporal sampler reads a column), so every part's edges
+    are one range, in the order PyG's sampler reads them.
+
+    Example:
+        >>> order = edge_order(torch.tensor([2, 0, 1]), torch.tensor([0, 2, 3]), None)
+        >>> order.perm.tolist(), order.bounds.tolist()
+        ([1, 2, 0], [0, 2, 3])
+    """
+    if key is None:
+        perm = torch.argsort(dst, stable=True)
+    else:
+        perm = torch.argsort(key, stable=True)
+        perm = perm[torch.argsort(dst[perm], stable=True)]
+    parts = torch.bucketize(dst, node_bounds, right=True) - 1
+    return Order(perm, _bounds(parts, node_bounds.numel() - 1))
+
+
+def _bounds(parts: Tensor, num_parts: int) -> Tensor:
+    counts = torch.bincount(parts, minlength=num_parts)
+    return torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
+@dataclass(frozen=True)
+class Numbering:
+    """The new numbering of a graph's nodes and edges, by type.
+
+    The keys are ``None`` on a :class:`~torch_geometric.data.Data`, node
+    types and edge types on a :class:`~torch_geometric.data.HeteroData`.
+
+    Example:
+        >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+        >>> numbering = Numbering.of(data, torch.tensor([1, 0]), 2)
+        >>> numbering.nodes[None].perm.tolist()
+        [1, 0]
+    """
+
+    nodes: dict[Any, Order]
+    edges: dict[Any, Order]
+    edge_index: dict[Any, Tensor]  # in the new numbering, in the new order
+
+    @classmethod
+    def of(cls, data: Data | HeteroData, parts: Tensor, num_parts: int) -> Numbering:
+        """Numbers ``data``'s nodes by ``parts`` (of its homogeneous view)."""
+        nodes, start = {}, 0
+        for key, store in _node_stores(data):
+            count = store.num_nodes
+            nodes[key] = node_order(parts[start : start + count], num_parts)
+            start += count
+        new_ids = {key: order.new_ids() for key, order in nodes.items()}
+        edges, edge_index = {}, {}
+        for key, store in _edge_stores(data):
+            src_key, dst_key = (None, None) if key is None else (key[0], key[2])
+            src = new_ids[src_key][store.edge_index[0]]
+            dst = new_ids[dst_key][store.edge_index[1]]
+            key_time = _time_key(data, key, store)
+            order = edge_order(dst, nodes[dst_key].bounds, key_time)
+            edges[key] = order
+            edge_index[key] = torch.stack([src[order.perm], dst[order.perm]])
+        return cls(nodes, edges, edge_index)
+
+
+def _node_stores(data: Data | HeteroData) -> list[tuple[Any, Any]]:
+    if isinstance(data, Data):
+        return [(None, data)]
+    return [(node_type, data[node_type]) for node_type in data.node_types]
+
+
+def _edge_stores(data: Data | HeteroData) -> list[tuple[Any, Any]]:
+    if isinstance(data, Data):
+        return [(None, data)]
+    return [(edge_type, data[edge_type]) for edge_type in data.edge_types]
+
+
+def _node_time(data: Any, store: Any) -> Tensor | None:
+    # A node store's time, where PyG reads node-level time.
+    if isinstance(data, Data):
+        return data.time if "time" in data and data.is_node_attr("time") else None
+    return store.get("time")
+
+
+def _edge_time(data: Any, store: Any) -> Tensor | None:
+    # An edge store's time, where PyG reads edge-level time.
+    if "edge_time" in store:
+        return store.edge_time
+    if isinstance(data, Data):
+        return data.time if "time" in data and data.is_edge_attr("time") else None
+    return store.get("time")
+
+
+def _time_key(data: Any, key: Any, store: Any) -> Tensor | None:
+    # What orders a column for PyG's temporal sampler: the edges' times, or
+    # their sources' (node-level time), as PyG's Partitioner sorts them.
+    edge_time = _edge_time(data, store)
+    if edge_time is not None:
+        return edge_time
+    source = data if key is None else data[key[0]]
+    node_time = _node_time(data, source)
+    return None if node_time is None else node_time[store.edge_index[0]]
+
+
+def _rows(store: Any, names: tuple[str, ...], ids: Tensor) -> dict[str, Tensor]:
+    # The rows ids of each of the store's tensors or arrays (a memory-mapped
+    # one is read by rows) named in names.
+    rows = {}
+    for name in names:
+        values = store.get(name)
+        if isinstance(values, Tensor):
+            rows[name] = values[ids]
+        elif isinstance(values, np.ndarray):
+            rows[name] = torch.from_numpy(np.ascontiguousarray(values[ids.numpy()]))
+    return rows
+
+
+def write_parts(data: Data | HeteroData, numbering: Numbering, root: Path) -> None:
+    """Writes the range-numbered parts of ``data`` in PyG's format.
+
+    ``META.json``, ``node_map`` / ``edge_map`` (what PyG's loaders read;
+    pyg_orch's read the boundaries in ``orch.json`` instead), and for each
+    part ``graph.pt``, ``node_feats.pt``, ``edge_feats.pt`` and its
+    original ids (``orig_ids.pt``).
+
+    Example:
+        >>> import tempfile
+        >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+        >>> with tempfile.TemporaryDirectory() as root:
+        ...     write_parts(data, Numbering.of(data, torch.tensor([1, 0]), 2),
+        ...                 Path(root))
+        ...     sorted(p.name for p in Path(root, "part_0").iterdir())
+        ['edge_feats.pt', 'graph.pt', 'node_feats.pt', 'orig_ids.pt']
+    """
+    hetero = isinstance(data, HeteroData)
+    num_parts = next(iter(numbering.nodes.values())).bounds.numel() - 1
+    node_offsets = _offsets({k: o.perm.numel() for k, o in numbering.nodes.items()})
+    edge_offsets = _offsets({k: o.perm.numel() for k, o in numbering.edges.items()})
+    sizes = {key: store.num_nodes for key, store in _node_stores(data)}
+    for pid in range(num_parts):
+        path = root / f"part_{pid}"
+        path.mkdir(parents=True, exist_ok=True)
+        graph, node_feats, edge_feats, orig = {}, {}, {}, {"node": {}, "edge": {}}
+        for key, store in _node_stores(data):
+            ids = torch.arange(numbering.nodes[key].part(pid).start,
+                               numbering.nodes[key].part(pid).stop)  # fmt: skip
+            old = numbering.nodes[key].perm[ids]
+            orig["node"][key] = old
+            feats = {"global_id": ids + node_offsets[key], "id": ids,
+                     "feats": _rows(store, ("x", "y"), old)}  # fmt: skip
+            node_time = _node_time(data, store)
+            if node_time is not None:  # PyG's format: every node's, in each part
+                feats["time"] = node_time[numbering.nodes[key].perm]
+            node_feats[key] = feats
+        for key, store in _edge_stores(data):
+            order = numbering.edges[key]
+            ids = torch.arange(order.part(pid).start, order.part(pid).stop)
+            old = order.perm[ids]
+            orig["edge"][key] = old
+            src_key, dst_key = (None, None) if key is None else (key[0], key[2])
+            row, col = numbering.edge_index[key][:, ids]
+            graph[key] = {"edge_id": ids + edge_offsets[key], "row": row, "col": col,
+                          "size": (sizes[src_key], sizes[dst_key])}  # fmt: skip
+            feats: dict[str, Any] = {}
+            values = _rows(store, EDGE_VALUES, old)
+            if values:
+                feats.update(global_id=ids, feats=values)
+            edge_time = _edge_time(data, store)
+            if edge_time is not None:
+                feats["edge_time"] = edge_time[old]
+            if feats:
+                edge_feats[key] = feats
+        unwrap = (lambda d: d[None]) if not hetero else (lambda d: d)
+        node_out = unwrap(node_feats)
+        if not hetero:
+            node_out.pop("id")
+        torch.save(unwrap(graph), path / "graph.pt")
+        torch.save(node_out, path / "node_feats.pt")
+        torch.save(edge_feats.get(None, {}) if not hetero else edge_feats,
+                   path / "edge_feats.pt")  # fmt: skip
+        torch.save(orig, path / ORIG_FILE)
+    _write_maps(data, numbering, root, node_offsets)
+
+
+def _offsets(counts: dict[Any, int]) -> dict[Any, int]:
+    # Each type's first id in the homogeneous numbering (types in order).
+    offsets, offset = {}, 0
+    for key, count in counts.items():
+        offsets[key], offset = offset, offset + count
+    return offsets
+
+
+def _write_maps(
+    data: Data | HeteroData, numbering: Numbering, root: Path, node_offsets: dict
+) -> None:
+    # PyG's node -> part and edge -> part maps, and its META.json.
+    def part_map(order: Order) -> Tensor:
+        counts = order.bounds.diff()
+        return torch.repeat_interleave(torch.arange(counts.numel()), counts)
+
+    hetero = isinstance(data, HeteroData)
+    if hetero:
+        for folder, orders in (("node_map", numbering.nodes),
+                               ("edge_map", numbering.edges)):  # fmt: skip
+            os.makedirs(root / folder, exist_ok=True)
+            for key, order in orders.items():
+                torch.save(part_map(order), root / folder / f"{as_str(key)}.pt")
+    else:
+        torch.save(part_map(numbering.nodes[None]), root / "node_map.pt")
+        torch.save(part_map(numbering.edges[None]), root / "edge_map.pt")
+    meta = {
+        "num_parts": next(iter(numbering.nodes.values())).bounds.numel() - 1,
+        "node_types": data.node_types if hetero else None,
+        "edge_types": data.edge_types if hetero else None,
+        "node_offset": list(node_offsets.values()) if hetero else None,
+        "is_hetero": hetero,
+        "is_sorted": True,
+    }
+    (root / "META.json").write_text(json.dumps(meta))
+
+
+def bounds_of(numbering: Numbering) -> dict[str, dict[str, list[int]]]:
+    """Each type's part boundaries, by ``as_str`` of the type, for ``orch.json``.
+
+    Example:
+        >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+        >>> bounds_of(Numbering.of(data, torch.tensor([1, 0]), 2))
+        {'node': {'': [0, 1, 2]}, 'edge': {'': [0, 1, 2]}}
+    """
+    return {
+        "node": {as_str(k) if k else "": o.bounds.tolist()
+                 for k, o in numbering.nodes.items()},
+        "edge": {as_str(k) if k else "": o.bounds.tolist()
+                 for k, o in numbering.edges.items()},
+    }  # fmt: skip
+
+
+def original_ids(root: str | Path, part: int | None = None, kind: str = "node") -> Any:
+    """The user's ids of a range-numbered partition's nodes (or edges).
+
+    ``original_ids(root, p)[i]`` is the original id of the node whose new id
+    is part ``p``'s first plus ``i``: what a rank needs to map its own
+    nodes' predictions back. ``original_ids(root)`` concatenates every
+    part's: ``original_ids(root)[new_id]`` for any node, as long as the
+    graph (a tool for the user, not held by the ranks). On a HeteroData, a
+    dict by node (edge) type.
+
+    Args:
+        root: the partition's folder.
+        part: a part, or ``None`` for all of them.
+        kind: ``"node"`` or ``"edge"``.
+
+    Raises:
+        FileNotFoundError: the partition was not written by
+            :func:`~pyg_orch.distributed.partition.partition_graph`.
+
+    Example:
+        >>> import tempfile
+        >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+        >>> with tempfile.TemporaryDirectory() as root:
+        ...     numbering = Numbering.of(data, torch.tensor([1, 0]), 2)
+        ...     write_parts(data, numbering, Path(root))
+        ...     original_ids(root, 0).tolist(), original_ids(root).tolist()
+        ([1], [1, 0])
+    """
+    if kind not in ("node", "edge"):
+        raise ValueError(f"kind must be 'node' or 'edge', got {kind!r}")
+    if part is None:
+        num_parts = json.loads((Path(root) / "META.json").read_text())["num_parts"]
+        parts = [original_ids(root, p, kind) for p in range(num_parts)]
+        if isinstance(parts[0], dict):
+            return {key: torch.cat([ids[key] for ids in parts]) for key in parts[0]}
+        return torch.cat(parts)
+    path = Path(root) / f"part_{part}" / ORIG_FILE
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} is missing: the partition in {root} was not written by "
+            f"pyg_orch's partition_graph, or part {part} is not there (PyG's "
+            f"own Partitioner keeps the original ids: nothing to map)"
+        )
+    ids = torch.load(path, weights_only=True)[kind]
+    return ids[None] if list(ids) == [None] else ids

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch_geometric.data import Data, HeteroData
@@ -22,6 +26,7 @@ from pyg_orch.distributed import (
     split_seeds,
 )
 from pyg_orch.distributed.partition import HOT_KINDS
+from pyg_orch.kernels import reorder
 
 pytest.importorskip("pymetis")
 if metis._cmeel_library() is None:
@@ -426,3 +431,72 @@ def test_repartition_replaces_previous(small, tmp_path):
     partition_graph(small, 2, tmp_path)
     assert sorted(p.name for p in tmp_path.glob("part_*")) == ["part_0", "part_1"]
     assert not (tmp_path / "hot.pt").exists() and (tmp_path / "notes.txt").exists()
+
+
+def test_the_kernels_order_and_symmetrize_as_torch_does():
+    # Against torch's own stable sort and unique, on edges with repeats and
+    # self loops.
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randint(50, (2000,), generator=generator)
+    dst = torch.randint(50, (2000,), generator=generator)
+    dst[:100] = src[:100]  # self loops
+    order = reorder.counting_order(dst.numpy(), 50)
+    assert torch.equal(torch.from_numpy(order), torch.argsort(dst, stable=True))
+    xadj, adjacency = metis._symmetric(src, dst, 50)
+    keep = src != dst
+    pairs = torch.cat([
+        torch.stack([src[keep], dst[keep]], 1), torch.stack([dst[keep], src[keep]], 1)
+    ]).unique(dim=0)  # fmt: skip
+    assert torch.equal(adjacency.long(), pairs[:, 1])
+    assert torch.equal(xadj[1:].diff(prepend=xadj[:1]), torch.bincount(pairs[:, 0]))
+
+
+_PEAK_SCRIPT = """
+import sys, numpy as np, torch
+from torch_geometric.data import Data
+import pyg_orch.distributed
+from pyg_orch.distributed import partition_graph
+x = np.load(sys.argv[1], mmap_mode="r")
+edge_index = torch.load(sys.argv[2])
+data = Data(x=x, edge_index=edge_index, num_nodes=x.shape[0])
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+base = status("VmRSS")
+open("/proc/self/clear_refs", "w").write("5")  # the peak starts from here
+partition_graph(data, 2, sys.argv[3], balance=None)
+print(status("VmHWM") - base)
+"""
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/clear_refs").exists(), reason="needs Linux's clear_refs"
+)
+def test_memory_mapped_features_are_partitioned_without_being_read_whole(tmp_path):
+    # 160 MB of features on disk, a graph of few edges: reading the features
+    # whole would take more than their size; the parts are read by rows.
+    num_nodes, width = 80_000, 512
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(num_nodes, width, generator=generator).numpy()
+    np.save(tmp_path / "x.npy", x)
+    edge_index = torch.randint(num_nodes, (2, 4 * num_nodes), generator=generator)
+    torch.save(edge_index, tmp_path / "edges.pt")
+    script = tmp_path / "peak.py"
+    script.write_text(_PEAK_SCRIPT)
+    root = tmp_path / "parts"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "x.npy"),
+         str(tmp_path / "edges.pt"), str(root)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    peak = int(result.stdout.split()[-1])
+    assert peak < x.nbytes, (peak, x.nbytes)
+    nodes = original_ids(root)
+    rows = [
+        LocalFeatureStore.from_partition(str(root), pid).get_tensor(
+            group_name=None, attr_name="x"
+        )
+        for pid in range(2)
+    ]
+    assert torch.equal(torch.cat(rows), torch.from_numpy(x)[nodes])

@@ -41,6 +41,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pyg_orch.kernels import reorder
+
 log = logging.getLogger(__name__)
 
 #: The bindings :func:`metis_parts` tries, first to last.
@@ -121,17 +123,16 @@ def metis_binding(ncon: int = 1) -> str:
     return available[0]
 
 
-def _symmetric(rowptr: Tensor, col: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
-    # The CSR of the undirected graph without self loops nor duplicate edges.
-    row = torch.repeat_interleave(torch.arange(num_nodes), rowptr.diff())
-    col = col.to(torch.long)
-    keep = row != col
-    row, col = row[keep], col[keep]
-    key = torch.cat([row * num_nodes + col, col * num_nodes + row]).unique()
-    row, col = key // num_nodes, key % num_nodes
-    xadj = torch.zeros(num_nodes + 1, dtype=torch.long)
-    xadj[1:] = torch.bincount(row, minlength=num_nodes).cumsum(0)
-    return xadj, col
+def _symmetric(src: Tensor, dst: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
+    # The CSR of the undirected graph without self loops nor duplicate edges,
+    # in the memory of one copy of its adjacency (32-bit where it fits).
+    src_np, dst_np = src.to(torch.long).numpy(), dst.to(torch.long).numpy()
+    pointers = reorder.symmetric_degrees(src_np, dst_np, num_nodes)
+    dtype = np.int32 if num_nodes <= _INT32_MAX else np.int64
+    adjacency = np.empty(int(pointers[-1]), dtype=dtype)
+    xadj = reorder.symmetric_fill(src_np, dst_np, pointers, adjacency)
+    del pointers
+    return torch.from_numpy(xadj), torch.from_numpy(adjacency[: int(xadj[-1])])
 
 
 def _weights(node_weights: Tensor | None, num_nodes: int) -> Tensor | None:
@@ -205,15 +206,48 @@ def metis_parts(
             "rowptr and col must be a CSR: rowptr[num_nodes + 1] ending at len(col)"
         )
     num_nodes = rowptr.numel() - 1
-    if col.numel() and (int(col.min()) < 0 or int(col.max()) >= num_nodes):
-        raise ValueError(f"col must hold node ids in [0, {num_nodes})")
+    row = torch.repeat_interleave(torch.arange(num_nodes), rowptr.diff())
+    return metis_edge_parts(
+        row, col, num_nodes, num_parts, node_weights=node_weights, seed=seed
+    )
+
+
+def metis_edge_parts(
+    src: Tensor,
+    dst: Tensor,
+    num_nodes: int,
+    num_parts: int,
+    *,
+    node_weights: Tensor | None = None,
+    seed: int = 0,
+) -> Tensor:
+    """:func:`metis_parts` of a graph given by its edges ``(src, dst)``.
+
+    What :func:`~pyg_orch.distributed.partition.partition_graph` calls: the
+    undirected adjacency METIS reads is built from the edges in one copy
+    (Numba kernels), without sorting them first.
+
+    Example:
+        >>> src, dst = torch.tensor([0, 1, 2, 3]), torch.tensor([1, 0, 3, 2])
+        >>> parts = metis_edge_parts(src, dst, 4, 2)
+        >>> bool(parts[0] == parts[1]), bool(parts[2] == parts[3])
+        (True, True)
+    """
+    if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1:
+        raise ValueError(f"num_parts must be an integer >= 1, got {num_parts!r}")
+    if src.shape != dst.shape or src.dim() != 1:
+        raise ValueError("src and dst must be 1-D and of one length: the edges")
+    if dst.numel() and (int(dst.min()) < 0 or int(dst.max()) >= num_nodes):
+        raise ValueError(f"dst (col) must hold node ids in [0, {num_nodes})")
+    if src.numel() and (int(src.min()) < 0 or int(src.max()) >= num_nodes):
+        raise ValueError(f"src must hold node ids in [0, {num_nodes})")
     weights = _weights(node_weights, num_nodes)
     ncon = 1 if weights is None else weights.size(1)
     binding = metis_binding(ncon)
     if num_parts == 1 or num_nodes <= 1:
         return torch.zeros(num_nodes, dtype=torch.long)
     start = time.perf_counter()
-    xadj, adjncy = _symmetric(rowptr, col, num_nodes)
+    xadj, adjncy = _symmetric(src, dst, num_nodes)
     if binding == "cmeel-metis":
         parts = _cmeel_parts(xadj, adjncy, num_parts, weights, seed)
     else:

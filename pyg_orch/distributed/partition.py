@@ -27,18 +27,18 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
-from torch_geometric.index import index2ptr
-from torch_geometric.sampler.utils import to_csc
 
-from pyg_orch.distributed.metis import metis_binding, metis_parts
-from pyg_orch.distributed.ranges import Numbering, bounds_of, write_parts
+from pyg_orch.distributed.metis import metis_binding, metis_edge_parts
+from pyg_orch.distributed.ranges import Numbering, bounds_of, rows_of, write_parts
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.choice import top_by_type
 
@@ -351,10 +351,8 @@ def partition_graph(
         parts = torch.randint(num_parts, (num_nodes,), generator=generator)
     else:
         binding = metis_binding(weights.size(1))
-        order = torch.argsort(src, stable=True)
-        rowptr = index2ptr(src[order], size=num_nodes)
-        parts = metis_parts(
-            rowptr, dst[order], num_parts, node_weights=weights, seed=seed
+        parts = metis_edge_parts(
+            src, dst, num_nodes, num_parts, node_weights=weights, seed=seed
         )
     _prepare_root(root)
     numbering = Numbering.of(data, parts, num_parts)
@@ -449,7 +447,7 @@ def _hot_nodes(
     ):
         return None
     if isinstance(data, Data):
-        if not isinstance(data.x, Tensor):
+        if not isinstance(data.x, Tensor | np.ndarray):
             raise ValueError("hot_ratio > 0 needs node features data.x to aggregate")
         return {None: top_by_type(degree, hot_ratio, None)}
     chosen = top_by_type(degree, hot_ratio, ranges)
@@ -460,13 +458,21 @@ def _hot_nodes(
 
 
 def _hot_values(
-    store: Any, x: Tensor, hot: Tensor, num_dst: int, kinds: tuple[str, ...]
+    data: Any, key: Any, x: Any, hot: Tensor, kinds: tuple[str, ...], numbering: Any
 ) -> dict[str, Tensor]:
-    # The hot nodes' aggregates of x over the edges of store (a Data, or a
-    # relation's store), of each kind the edges allow.
-    colptr, row, perm = to_csc(store, device="cpu")
+    # The hot nodes' aggregates of x over the edges of type key (None on a
+    # Data), of each kind the edges allow: on the CSC of the new numbering
+    # (its columns the new ids, its rows the old ones, as x's), hot in new
+    # ids.
+    store = data if key is None else data[key]
+    perm = numbering.edges[key].perm
+    row = store.edge_index[0][perm]
     weight = store.get("edge_weight")
-    cache = HotCache(colptr[: num_dst + 1], row, x, hot, weight, perm)
+    if isinstance(x, np.ndarray):  # a memory map: read where the edges point
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            x = torch.from_numpy(x)
+    cache = HotCache(numbering.colptr[key], row, x, hot, weight, perm)
     allowed = [k for k in kinds if weight is not None or not k.startswith("weighted_")]
     return {kind: cache.values(kind) for kind in allowed}
 
@@ -480,13 +486,18 @@ def _save_hot(
     partition_id: str,
     numbering: Numbering,
 ) -> None:
+    # The hot nodes by their new ids, sorted.
+    hot = {key: numbering.new_ids[key][ids].sort().values for key, ids in hot.items()}
+    old = {key: numbering.nodes[key].perm[ids] for key, ids in hot.items()}
     if isinstance(data, Data):
-        values = {None: _hot_values(data, data.x, hot[None], data.num_nodes, hot_kinds)}
+        values = {
+            None: _hot_values(data, None, data.x, hot[None], hot_kinds, numbering)
+        }
         num_nodes: Any = data.num_nodes
-        x = {None: data.x[hot[None]]}
+        x = {None: rows_of(data.x, old[None])}
     else:
         values, num_nodes = {}, {t: data[t].num_nodes for t in data.node_types}
-        x = {t: data[t].x[ids] for t, ids in hot.items() if "x" in data[t]}
+        x = {t: rows_of(data[t].x, old[t]) for t in hot if "x" in data[t]}
         for edge_type in data.edge_types:
             src_type, _, dst_type = edge_type
             if "x" not in data[src_type]:
@@ -494,10 +505,8 @@ def _save_hot(
             # GCN's normalisation is for one node type's own edges.
             kinds = tuple(k for k in hot_kinds if k != "gcn" or src_type == dst_type)
             values[edge_type] = _hot_values(
-                data[edge_type], data[src_type].x, hot[dst_type],
-                num_nodes[dst_type], kinds,
-            )  # fmt: skip
-    hot, x, values = _renumbered_hot(hot, x, values, numbering)
+                data, edge_type, data[src_type].x, hot[dst_type], kinds, numbering
+            )
     torch.save(
         {
             "version": HOT_VERSION,
@@ -511,26 +520,6 @@ def _save_hot(
         },
         root / "hot.pt",
     )
-
-
-def _renumbered_hot(
-    hot: dict[Any, Tensor], x: dict[Any, Tensor], values: dict, numbering: Numbering
-) -> tuple[dict, dict, dict]:
-    # The hot nodes by their new ids, sorted, with their rows and values.
-    orders = {}
-    for key, ids in hot.items():
-        new_ids = numbering.nodes[key].new_ids()[ids]
-        new_ids, orders[key] = torch.sort(new_ids)
-        hot[key] = new_ids
-    x = {key: rows[orders[key]] for key, rows in x.items()}
-    values = {
-        edge_key: {
-            kind: rows[orders[None if edge_key is None else edge_key[2]]]
-            for kind, rows in kinds.items()
-        }
-        for edge_key, kinds in values.items()
-    }
-    return hot, x, values
 
 
 def split_seeds(

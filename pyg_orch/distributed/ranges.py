@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +38,14 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.distributed.utils import as_str
 
+from pyg_orch.kernels.reorder import counting_order
+
 #: The file in each part folder that holds the part's original ids.
 ORIG_FILE = "orig_ids.pt"
 #: The edge values written beside each part's edges, by edge id.
 EDGE_VALUES = ("edge_attr", "edge_weight")
+# The rows read from a memory-mapped array at a time.
+_CHUNK_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -78,25 +83,32 @@ def node_order(parts: Tensor, num_parts: int) -> Order:
     return Order(perm, _bounds(parts, num_parts))
 
 
-def edge_order(dst: Tensor, node_bounds: Tensor, key: Tensor | None) -> Order:
-    """The new numbering of edges whose new destinations are ``dst``.
+def edge_order(dst: Tensor, num_dst: int, key: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The new order of edges whose new destinations are ``dst``, and columns.
 
     Sorted by destination (then by ``key``, the edges' or their sources'
     times, as PyG's temporal sampler reads a column), so every part's edges
-    are one range, in the order PyG's sampler reads them.
+    are one range, in the order PyG's sampler reads them. Counted, not
+    compared: one array of ``len(dst)``
+    (:func:`~pyg_orch.kernels.reorder.counting_order`).
+
+    Returns:
+        ``(perm, colptr)``: ``perm[new] = old``, and the CSC column pointers
+        of the ``num_dst`` destinations in the new order.
 
     Example:
-        >>> order = edge_order(torch.tensor([2, 0, 1]), torch.tensor([0, 2, 3]), None)
-        >>> order.perm.tolist(), order.bounds.tolist()
-        ([1, 2, 0], [0, 2, 3])
+        >>> perm, colptr = edge_order(torch.tensor([2, 0, 1]), 3, None)
+        >>> perm.tolist(), colptr.tolist()
+        ([1, 2, 0], [0, 1, 2, 3])
     """
     if key is None:
-        perm = torch.argsort(dst, stable=True)
+        perm = torch.from_numpy(counting_order(dst.numpy(), num_dst))
     else:
-        perm = torch.argsort(key, stable=True)
-        perm = perm[torch.argsort(dst[perm], stable=True)]
-    parts = torch.bucketize(dst, node_bounds, right=True) - 1
-    return Order(perm, _bounds(parts, node_bounds.numel() - 1))
+        by_time = torch.argsort(key, stable=True)
+        perm = by_time[counting_order(dst[by_time].numpy(), num_dst)]
+    colptr = torch.zeros(num_dst + 1, dtype=torch.long)
+    colptr[1:] = torch.bincount(dst, minlength=num_dst).cumsum(0)
+    return perm, colptr
 
 
 def _bounds(parts: Tensor, num_parts: int) -> Tensor:
@@ -110,17 +122,22 @@ class Numbering:
 
     The keys are ``None`` on a :class:`~torch_geometric.data.Data`, node
     types and edge types on a :class:`~torch_geometric.data.HeteroData`.
+    Besides the orders, each node type's ``new_ids`` (``new[old]``) and each
+    edge type's CSC ``colptr`` over its destinations' new ids: with
+    ``edges[key].perm`` as the edge order, the graph's CSC in the new
+    numbering, with no copy of the edges.
 
     Example:
         >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
         >>> numbering = Numbering.of(data, torch.tensor([1, 0]), 2)
-        >>> numbering.nodes[None].perm.tolist()
-        [1, 0]
+        >>> numbering.nodes[None].perm.tolist(), numbering.colptr[None].tolist()
+        ([1, 0], [0, 1, 2])
     """
 
     nodes: dict[Any, Order]
+    new_ids: dict[Any, Tensor]
     edges: dict[Any, Order]
-    edge_index: dict[Any, Tensor]  # in the new numbering, in the new order
+    colptr: dict[Any, Tensor]
 
     @classmethod
     def of(cls, data: Data | HeteroData, parts: Tensor, num_parts: int) -> Numbering:
@@ -131,16 +148,34 @@ class Numbering:
             nodes[key] = node_order(parts[start : start + count], num_parts)
             start += count
         new_ids = {key: order.new_ids() for key, order in nodes.items()}
-        edges, edge_index = {}, {}
+        edges, colptrs = {}, {}
         for key, store in _edge_stores(data):
-            src_key, dst_key = (None, None) if key is None else (key[0], key[2])
-            src = new_ids[src_key][store.edge_index[0]]
+            dst_key = None if key is None else key[2]
             dst = new_ids[dst_key][store.edge_index[1]]
-            key_time = _time_key(data, key, store)
-            order = edge_order(dst, nodes[dst_key].bounds, key_time)
-            edges[key] = order
-            edge_index[key] = torch.stack([src[order.perm], dst[order.perm]])
-        return cls(nodes, edges, edge_index)
+            num_dst = new_ids[dst_key].numel()
+            perm, colptr = edge_order(dst, num_dst, _time_key(data, key, store))
+            del dst
+            edges[key] = Order(perm, colptr[nodes[dst_key].bounds])
+            colptrs[key] = colptr
+        return cls(nodes, new_ids, edges, colptrs)
+
+    def edge_index(self, data: Any, key: Any, ids: Tensor) -> tuple[Tensor, Tensor]:
+        """The edges of new ids ``ids`` (of edge type ``key``), in new node ids.
+
+        Example:
+            >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+            >>> numbering = Numbering.of(data, torch.tensor([1, 0]), 2)
+            >>> row, col = numbering.edge_index(data, None, torch.arange(2))
+            >>> row.tolist(), col.tolist()
+            ([1, 0], [0, 1])
+        """
+        store = data if key is None else data[key]
+        src_key, dst_key = (None, None) if key is None else (key[0], key[2])
+        old = self.edges[key].perm[ids]
+        return (
+            self.new_ids[src_key][store.edge_index[0][old]],
+            self.new_ids[dst_key][store.edge_index[1][old]],
+        )
 
 
 def _node_stores(data: Data | HeteroData) -> list[tuple[Any, Any]]:
@@ -182,17 +217,52 @@ def _time_key(data: Any, key: Any, store: Any) -> Tensor | None:
     return None if node_time is None else node_time[store.edge_index[0]]
 
 
+def rows_of(values: Any, ids: Tensor) -> Tensor:
+    """``values[ids]`` of a tensor or a NumPy array, read by rows.
+
+    A memory-mapped array (``np.load(path, mmap_mode="r")``) is read in
+    chunks of rows, and the pages read are handed back to the kernel after
+    each chunk, so the process never holds more of the file than one chunk.
+
+    Example:
+        >>> rows_of(np.arange(6).reshape(3, 2), torch.tensor([2, 0])).tolist()
+        [[4, 5], [0, 1]]
+    """
+    if isinstance(values, Tensor):
+        return values[ids]
+    rows = np.empty((ids.numel(), *values.shape[1:]), dtype=values.dtype)
+    index = ids.numpy()
+    # A chunk spans at most _CHUNK_BYTES of the file where the ids increase
+    # (as a part's do), else holds that many bytes of rows.
+    span = max(_CHUNK_BYTES // max(values[:1].nbytes, 1), 1)
+    increasing = bool(np.all(index[1:] >= index[:-1]))
+    start = 0
+    while start < index.size:
+        end = start + span
+        if increasing:
+            end = int(np.searchsorted(index, index[start] + span, side="left"))
+        end = max(end, start + 1)
+        np.take(values, index[start:end], axis=0, out=rows[start:end])
+        _release(values)
+        start = end
+    return torch.from_numpy(rows)
+
+
+def _release(values: np.ndarray) -> None:
+    # A memory map's pages read so far leave this process (they are read
+    # again from the file where needed).
+    mapping = getattr(values, "_mmap", None)
+    if isinstance(values, np.memmap) and isinstance(mapping, mmap.mmap):
+        mapping.madvise(mmap.MADV_DONTNEED)
+
+
 def _rows(store: Any, names: tuple[str, ...], ids: Tensor) -> dict[str, Tensor]:
-    # The rows ids of each of the store's tensors or arrays (a memory-mapped
-    # one is read by rows) named in names.
-    rows = {}
-    for name in names:
-        values = store.get(name)
-        if isinstance(values, Tensor):
-            rows[name] = values[ids]
-        elif isinstance(values, np.ndarray):
-            rows[name] = torch.from_numpy(np.ascontiguousarray(values[ids.numpy()]))
-    return rows
+    # The rows ids of each of the store's tensors or arrays named in names.
+    return {
+        name: rows_of(store[name], ids)
+        for name in names
+        if isinstance(store.get(name), Tensor | np.ndarray)
+    }
 
 
 def write_parts(data: Data | HeteroData, numbering: Numbering, root: Path) -> None:
@@ -212,54 +282,71 @@ def write_parts(data: Data | HeteroData, numbering: Numbering, root: Path) -> No
         ...     sorted(p.name for p in Path(root, "part_0").iterdir())
         ['edge_feats.pt', 'graph.pt', 'node_feats.pt', 'orig_ids.pt']
     """
-    hetero = isinstance(data, HeteroData)
     num_parts = next(iter(numbering.nodes.values())).bounds.numel() - 1
     node_offsets = _offsets({k: o.perm.numel() for k, o in numbering.nodes.items()})
-    edge_offsets = _offsets({k: o.perm.numel() for k, o in numbering.edges.items()})
-    sizes = {key: store.num_nodes for key, store in _node_stores(data)}
     for pid in range(num_parts):
+        # One file at a time: only its rows are in memory.
         path = root / f"part_{pid}"
         path.mkdir(parents=True, exist_ok=True)
-        graph, node_feats, edge_feats, orig = {}, {}, {}, {"node": {}, "edge": {}}
-        for key, store in _node_stores(data):
-            ids = torch.arange(numbering.nodes[key].part(pid).start,
-                               numbering.nodes[key].part(pid).stop)  # fmt: skip
-            old = numbering.nodes[key].perm[ids]
-            orig["node"][key] = old
-            feats = {"global_id": ids + node_offsets[key], "id": ids,
-                     "feats": _rows(store, ("x", "y"), old)}  # fmt: skip
-            node_time = _node_time(data, store)
-            if node_time is not None:  # PyG's format: every node's, in each part
-                feats["time"] = node_time[numbering.nodes[key].perm]
-            node_feats[key] = feats
-        for key, store in _edge_stores(data):
-            order = numbering.edges[key]
-            ids = torch.arange(order.part(pid).start, order.part(pid).stop)
-            old = order.perm[ids]
-            orig["edge"][key] = old
-            src_key, dst_key = (None, None) if key is None else (key[0], key[2])
-            row, col = numbering.edge_index[key][:, ids]
-            graph[key] = {"edge_id": ids + edge_offsets[key], "row": row, "col": col,
-                          "size": (sizes[src_key], sizes[dst_key])}  # fmt: skip
-            feats: dict[str, Any] = {}
-            values = _rows(store, EDGE_VALUES, old)
-            if values:
-                feats.update(global_id=ids, feats=values)
-            edge_time = _edge_time(data, store)
-            if edge_time is not None:
-                feats["edge_time"] = edge_time[old]
-            if feats:
-                edge_feats[key] = feats
-        unwrap = (lambda d: d[None]) if not hetero else (lambda d: d)
-        node_out = unwrap(node_feats)
-        if not hetero:
-            node_out.pop("id")
-        torch.save(unwrap(graph), path / "graph.pt")
-        torch.save(node_out, path / "node_feats.pt")
-        torch.save(edge_feats.get(None, {}) if not hetero else edge_feats,
-                   path / "edge_feats.pt")  # fmt: skip
+        orig = {
+            "node": _write_nodes(data, numbering, pid, path, node_offsets),
+            "edge": _write_edges(data, numbering, pid, path),
+        }
         torch.save(orig, path / ORIG_FILE)
     _write_maps(data, numbering, root, node_offsets)
+
+
+def _write_nodes(
+    data: Any, numbering: Numbering, pid: int, path: Path, offsets: dict
+) -> dict[Any, Tensor]:
+    # Part pid's node_feats.pt; returns its nodes' original ids.
+    node_feats, orig = {}, {}
+    for key, store in _node_stores(data):
+        order = numbering.nodes[key]
+        ids = torch.arange(order.part(pid).start, order.part(pid).stop)
+        orig[key] = order.perm[ids]
+        feats = {"global_id": ids + offsets[key], "id": ids,
+                 "feats": _rows(store, ("x", "y"), orig[key])}  # fmt: skip
+        node_time = _node_time(data, store)
+        if node_time is not None:  # PyG's format: every node's, in each part
+            feats["time"] = node_time[order.perm]
+        node_feats[key] = feats
+    if isinstance(data, Data):
+        node_feats = node_feats[None]
+        del node_feats["id"]
+    torch.save(node_feats, path / "node_feats.pt")
+    return orig
+
+
+def _write_edges(
+    data: Any, numbering: Numbering, pid: int, path: Path
+) -> dict[Any, Tensor]:
+    # Part pid's graph.pt and edge_feats.pt; returns its edges' original ids.
+    offsets = _offsets({k: o.perm.numel() for k, o in numbering.edges.items()})
+    sizes = {key: store.num_nodes for key, store in _node_stores(data)}
+    graph, edge_feats, orig = {}, {}, {}
+    for key, store in _edge_stores(data):
+        order = numbering.edges[key]
+        ids = torch.arange(order.part(pid).start, order.part(pid).stop)
+        orig[key] = order.perm[ids]
+        src_key, dst_key = (None, None) if key is None else (key[0], key[2])
+        row, col = numbering.edge_index(data, key, ids)
+        graph[key] = {"edge_id": ids + offsets[key], "row": row, "col": col,
+                      "size": (sizes[src_key], sizes[dst_key])}  # fmt: skip
+        feats: dict[str, Any] = {}
+        values = _rows(store, EDGE_VALUES, orig[key])
+        if values:
+            feats.update(global_id=ids, feats=values)
+        edge_time = _edge_time(data, store)
+        if edge_time is not None:
+            feats["edge_time"] = edge_time[orig[key]]
+        if feats:
+            edge_feats[key] = feats
+    if isinstance(data, Data):
+        graph, edge_feats = graph[None], edge_feats.get(None, {})
+    torch.save(graph, path / "graph.pt")
+    torch.save(edge_feats, path / "edge_feats.pt")
+    return orig
 
 
 def _offsets(counts: dict[Any, int]) -> dict[Any, int]:

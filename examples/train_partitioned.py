@@ -137,7 +137,9 @@ def fit(rank: int, world_size: int, args: argparse.Namespace, root: Path) -> dic
     """Trains this rank's replica and reports what it measured."""
     port = pd.agreed_port()  # PyG's sampling RPC
     stores = pd.load_partition(root, rank, world_size)
-    splits = torch.load(root / "split.pt", weights_only=True)
+    # The splits' ids in the partition's numbering (partition_graph numbered
+    # the nodes anew, each part one range; pd.original_ids maps them back).
+    splits = pd.load_splits(root)
     owner = stores[1].node_pb
     context = DistContext(
         rank=rank, global_rank=rank, world_size=world_size,
@@ -164,7 +166,10 @@ def fit(rank: int, world_size: int, args: argparse.Namespace, root: Path) -> dic
         for name in ("val_mask", "test_mask")
     }
     torch.manual_seed(args.seed)
-    num_classes = int(stores[0].labels.max()) + 1
+    # Each part holds its own nodes' labels: the classes are all parts' own.
+    num_classes = stores[0].get_tensor(group_name=None, attr_name="y").max() + 1
+    dist.all_reduce(num_classes, op=dist.ReduceOp.MAX)
+    num_classes = int(num_classes)
     num_features = stores[0].get_tensor(group_name=None, attr_name="x").size(1)
     module = GraphSAGE(
         num_features, args.hidden_channels,

@@ -493,14 +493,25 @@ def test_memory_benchmark_sums_every_ranks_tensors_by_kind(capsys):
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.lstrip().startswith("nodes"))
     assert header.split() == ["nodes", "parts", "rank", "features", "labels", "edges",
-                              "ids", "maps", "hot", "total", "MB", "whole/P", "ratio",
-                              "full", "MB"]  # fmt: skip
+                              "sampler", "ids", "maps", "other", "hot", "total", "MB",
+                              "whole/P", "ratio", "full", "MB"]  # fmt: skip
     rows = [line.split() for line in lines if line.split()[:2] == ["4,000", "2"]]
     assert [row[2] for row in rows] == ["0", "1"]
     for row in rows:
-        kinds = [float(value) for value in row[3:9]]
+        kinds = [float(value) for value in row[3:11]]
         # The total is the kinds' sum, each printed to 0.05 MB.
-        assert abs(sum(kinds) - float(row[9])) <= 0.05 * 7
+        assert abs(sum(kinds) - float(row[11])) <= 0.05 * 9
         # Features: each rank about half of the 4,000 rows of 16 float32.
         assert 0.05 < kinds[0] < 0.2
-    assert lines[-1].startswith("4,000 nodes: feature bytes per local node 64.0-64.0")
+        # No map of the whole graph, and no tensor as long as it.
+        assert kinds[5] == 0.0 and row[-1] == "0.0"
+    # Per local node: 16 float32 features; an int64 label, id and column
+    # pointer; per edge its two int64 ends; per hot node its id, row and mean.
+    constants = next(line for line in lines if line.startswith("4,000 nodes, bytes"))
+    assert constants == (
+        "4,000 nodes, bytes per local node: features 4.0-4.0 a feature, other "
+        "24.0-24.0; per local edge 16.0-16.0; per hot node 136.0-136.0"
+    )
+    assert any(line.startswith("4,000 nodes: partition_graph into 2") for line in lines)
+    projected = [line.split() for line in lines if "ogbn-papers100M" in line]
+    assert [row[1] for row in projected] == ["4", "16", "64"]

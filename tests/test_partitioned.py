@@ -26,9 +26,13 @@ from torch_geometric.nn import GraphSAGE, to_hetero
 
 from pyg_orch.datasets import load_cora
 from pyg_orch.distributed import (
+    OrchDistNeighborLoader,
+    PartitionIds,
     load_partition,
+    load_splits,
     original_ids,
     partition_graph,
+    partition_ids,
     spawn_ranks,
 )
 
@@ -352,3 +356,28 @@ def test_only_the_hot_kinds_written_are_served(graph, tmp_path):
     assert cache.values("mean").shape == (cache.num_hot, graph.num_features)
     with pytest.raises(ValueError, match=r"hot_kinds=\(\.\.\., 'sum'\)"):
         cache.values("sum")
+
+
+def test_original_ids_are_refused_and_mapped(graph, tmp_path):
+    # partition_graph numbers the nodes anew: the user's ids, a plain tensor,
+    # would be read as other nodes; they are refused, naming the fix, and
+    # partition_ids maps them.
+    from torch_geometric.distributed import DistContext
+
+    root = _partition(graph, tmp_path, 2, 0.0)
+    stores = load_partition(root, 0, 2)
+    context = DistContext(
+        rank=0, global_rank=0, world_size=2, global_world_size=2, group_name="t"
+    )
+    train = graph.train_mask.nonzero().view(-1)
+    for seeds in (train, ("paper", train)):
+        with pytest.raises(ValueError, match="input_nodes must hold this partition's"):
+            OrchDistNeighborLoader(stores, [2], input_nodes=seeds, current_ctx=context)
+    mapped = partition_ids(root, train)
+    assert isinstance(mapped, PartitionIds)
+    assert torch.equal(original_ids(root)[mapped], train)
+    splits = load_splits(root)
+    assert isinstance(splits["train_mask"], PartitionIds)
+    assert torch.equal(mapped.sort().values, splits["train_mask"])
+    assert torch.equal(partition_ids(root, graph.train_mask), mapped)
+    assert isinstance(stores[0].get_global_id(None), PartitionIds)

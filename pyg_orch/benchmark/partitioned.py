@@ -91,7 +91,7 @@ def _rank(
     stores = pd.load_partition(root, rank, world_size)
     owner = stores[1].node_pb
     seeds = pd.split_seeds(
-        torch.load(root / "split.pt")["train_mask"], owner, rank, world_size
+        pd.load_splits(root)["train_mask"], owner, rank, world_size
     )
     context = DistContext(
         rank=rank, global_rank=rank, world_size=world_size,
@@ -107,11 +107,13 @@ def _rank(
     torch.manual_seed(args.seed)
     module = GraphSAGE(
         x.size(1), 64, num_layers=len(args.num_neighbors),
-        out_channels=int(stores[0].labels.max()) + 1,
+        out_channels=args.num_classes,
     )  # fmt: skip
     model = OrchModel(module, loader)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
     accesses = {ratio: torch.zeros(4) for ratio in hot_masks}
+    # The masks are over the user's ids; the batches hold the partition's.
+    original = pd.original_ids(root)
     seconds, batches = 0.0, 0
     iterator = iter(loader)
     for index in range(args.batches + 1):
@@ -126,7 +128,7 @@ def _rank(
             batches += 1
             remote = owner[batch.n_id] != rank
             for ratio, mask in hot_masks.items():
-                hot = mask[batch.n_id]
+                hot = mask[original[batch.n_id]]
                 accesses[ratio] += _access_counts(hot, remote)
     seconds = time.perf_counter() - start
     del iterator
@@ -187,6 +189,8 @@ def run(args: argparse.Namespace) -> None:
     from pyg_orch.hot.choice import in_degree, top_fraction
 
     data, description = benchmark_graph(args)
+    # (Each rank holds its own part's labels only.)
+    args.num_classes = int(data.y.max()) + 1
     colptr = to_csc(data, device="cpu")[0]
     degree = in_degree(colptr)
     hot_masks = {}

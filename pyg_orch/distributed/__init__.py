@@ -32,7 +32,12 @@ from pyg_orch.distributed.loaders import (
 )
 from pyg_orch.distributed.metis import metis_binding, metis_parts
 from pyg_orch.distributed.partition import PartitionInfo, partition_graph, split_seeds
-from pyg_orch.distributed.ranges import original_ids
+from pyg_orch.distributed.ranges import (
+    PartitionIds,
+    load_splits,
+    original_ids,
+    partition_ids,
+)
 from pyg_orch.distributed.replicated import (
     DistributedContext,
     SharedGraph,
@@ -54,6 +59,7 @@ __all__ = [
     "OrchDistLinkNeighborLoader",
     "OrchDistNeighborLoader",
     "OrchDistNeighborSampler",
+    "PartitionIds",
     "PartitionInfo",
     "SharedGraph",
     "agreed_port",
@@ -64,10 +70,12 @@ __all__ = [
     "init_distributed",
     "install",
     "load_partition",
+    "load_splits",
     "metis_binding",
     "metis_parts",
     "original_ids",
     "partition_graph",
+    "partition_ids",
     "process_group",
     "remove_orphans",
     "shard_seeds",

@@ -32,7 +32,7 @@ from pyg_orch.distributed.engine.books import (
     range_books,
 )
 from pyg_orch.distributed.partition import HOT_VERSION, IDENTITY_FILE
-from pyg_orch.distributed.ranges import EDGE_VALUES
+from pyg_orch.distributed.ranges import EDGE_VALUES, PartitionIds
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.relation_cache import RelationCache
@@ -66,6 +66,9 @@ class HotFeatureStore(LocalFeatureStore):
         self.hot_x: dict[Any, Tensor] = {}
         self.hot_slot: dict[Any, HotSlots] = {}
         self.traffic = RemoteTraffic()
+        # "range" on a range-numbered partition (partition_graph's), whose
+        # ids are the partition's own: see get_global_id.
+        self.numbering: str | None = None
 
     @classmethod
     def from_partition(cls, root: str, pid: int) -> HotFeatureStore:
@@ -137,6 +140,18 @@ class HotFeatureStore(LocalFeatureStore):
             )
             self.hot_slot = {None: HotSlots(hot["node"][None], num_nodes)}
         self.hot_cache.mode_chosen = True  # a partition's values are static
+
+    def get_global_id(self, group_name: Any) -> Tensor | None:
+        """PyG's, as :class:`~pyg_orch.distributed.ranges.PartitionIds` on range-numbered parts.
+
+        Example:
+            >>> HotFeatureStore().get_global_id(None) is None
+            True
+        """  # noqa: E501 - the summary names the class
+        ids = super().get_global_id(group_name)
+        if ids is None or self.numbering != "range":
+            return ids
+        return ids.as_subclass(PartitionIds)
 
     def _set_global_id_to_index(self, group_name: Any) -> None:
         # A range of ids (every part of a range-numbered partition) is
@@ -356,6 +371,7 @@ def load_partition(
         feature_store = HotFeatureStore.from_partition(root, rank)
     if bounds:
         drop_edge_ranges(graph_store)
+        feature_store.numbering = "range"
     # PyG's two stores each load the node -> part and edge -> part maps of
     # the whole graph: the feature store reads the graph store's instead.
     feature_store.node_feat_pb = graph_store.node_pb

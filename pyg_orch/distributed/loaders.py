@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from torch import Tensor
 from torch_geometric.distributed import DistLinkNeighborLoader, DistNeighborLoader
 
 from pyg_orch.distributed.engine import OrchDistNeighborSampler, SamplingFailed
 from pyg_orch.distributed.hot_store import HotFeatureStore
+from pyg_orch.distributed.ranges import PartitionIds
 from pyg_orch.distributed.traffic import RemoteTraffic
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.serving import (
@@ -81,6 +83,38 @@ def hot_cache_of(data: Any, hot_ratio: float | None) -> HotCache | None:
     )
 
 
+# The loaders' arguments that hold node ids (alone, or after a type).
+_ID_ARGUMENTS = ("input_nodes", "edge_label_index")
+
+
+def _partition_inputs(data: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    # On a range-numbered partition, ids must be the partition's (marked
+    # PartitionIds): the user's original ids would be read as other nodes.
+    # PyG gets them as plain tensors.
+    if getattr(data[0], "numbering", None) != "range":
+        return kwargs
+    kwargs = dict(kwargs)
+    for name in _ID_ARGUMENTS:
+        value = kwargs.get(name)
+        typed = isinstance(value, tuple) and len(value) == 2
+        ids = value[1] if typed else value
+        if not isinstance(ids, Tensor):
+            continue
+        if not isinstance(ids, PartitionIds):
+            raise ValueError(
+                f"{name} must hold this partition's node ids: partition_graph "
+                f"numbered the nodes anew (each part one range), so a plain "
+                f"tensor could be your original ids, read as other nodes. Map "
+                f"original ids with pyg_orch.distributed.partition_ids(root, "
+                f"ids), take the splits from pyg_orch.distributed."
+                f"load_splits(root), or mark ids already in the partition's "
+                f"numbering with ids.as_subclass(PartitionIds)"
+            )
+        ids = ids.as_subclass(Tensor)
+        kwargs[name] = (value[0], ids) if typed else ids
+    return kwargs
+
+
 class _OrchDistLoader:
     # What both loaders add to PyG's: pyg_orch's sampler, the served hot cache
     # of the partition, the serving contract OrchModel drives, and the
@@ -101,6 +135,7 @@ class _OrchDistLoader:
         hot_ratio: float | None = None,
         **kwargs: Any,
     ):
+        kwargs = _partition_inputs(data, kwargs)
         sampler = build_sampler(data, num_neighbors, current_ctx, kwargs)
         super().__init__(
             data, num_neighbors, master_addr, master_port, current_ctx,

@@ -447,3 +447,90 @@ def original_ids(root: str | Path, part: int | None = None, kind: str = "node") 
         )
     ids = torch.load(path, weights_only=True)[kind]
     return ids[None] if list(ids) == [None] else ids
+
+
+class PartitionIds(Tensor):
+    """Node ids in a range-numbered partition's numbering: what its loaders take.
+
+    A plain tensor of ids could be the user's original ids as well as the
+    partition's, and PyG's loaders would read either as the partition's; so
+    pyg_orch's distributed loaders, on a partition loaded with
+    :func:`~pyg_orch.distributed.hot_store.load_partition`, take only
+    ``PartitionIds``: what :func:`partition_ids` maps, what
+    :func:`load_splits` reads, what the feature store's ``get_global_id``
+    gives, and what torch computes from them. Ids known to be the
+    partition's already are marked with ``ids.as_subclass(PartitionIds)``.
+
+    Example:
+        >>> ids = torch.tensor([3, 1]).as_subclass(PartitionIds)
+        >>> isinstance(ids[:1], PartitionIds)
+        True
+    """
+
+
+def partition_ids(root: str | Path, ids: Tensor, node_type: str | None = None) -> Any:
+    """The partition's ids of the user's (original) node ids ``ids``.
+
+    Reads every part's original ids (a map as long as the graph's nodes of
+    the type, for the time of the call).
+
+    Args:
+        root: the partition's folder.
+        ids: original node ids (of ``node_type`` on a HeteroData), or a bool
+            mask over them.
+        node_type: the ids' node type on a HeteroData.
+
+    Returns:
+        :class:`PartitionIds`, in the order of ``ids``.
+
+    Example:
+        >>> import tempfile
+        >>> data = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+        >>> with tempfile.TemporaryDirectory() as root:
+        ...     write_parts(data, Numbering.of(data, torch.tensor([1, 0]), 2),
+        ...                 Path(root))
+        ...     partition_ids(root, torch.tensor([0, 1])).tolist()
+        [1, 0]
+    """
+    original = original_ids(root)
+    if isinstance(original, dict):
+        if node_type not in original:
+            raise ValueError(
+                f"node_type must name a node type of the partition "
+                f"({sorted(original)}), got {node_type!r}"
+            )
+        original = original[node_type]
+    ids = torch.as_tensor(ids)
+    if ids.dtype == torch.bool:
+        ids = ids.nonzero().view(-1)
+    new = torch.empty_like(original)
+    new[original] = torch.arange(original.numel())
+    return new[ids.long()].as_subclass(PartitionIds)
+
+
+def load_splits(root: str | Path) -> dict[Any, Any]:
+    """The ids of ``train_mask``, ``val_mask`` and ``test_mask``, as :class:`PartitionIds`.
+
+    What ``partition_graph`` wrote to ``root/split.pt``: ``{mask: ids}``,
+    or ``{node_type: {mask: ids}}`` on a HeteroData.
+
+    Example:
+        >>> load_splits("/nonexistent")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: /nonexistent/split.pt is missing: the graph had no train_mask, val_mask or test_mask when partition_graph wrote it
+    """  # noqa: E501 - a doctest's output is one line
+    path = Path(root) / "split.pt"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} is missing: the graph had no train_mask, val_mask or "
+            f"test_mask when partition_graph wrote it"
+        )
+
+    def marked(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: marked(item) for key, item in value.items()}
+        return value.as_subclass(PartitionIds)
+
+    return marked(torch.load(path, weights_only=True))
+

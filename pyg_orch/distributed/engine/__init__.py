@@ -11,8 +11,13 @@ here without pyg-lib.
 * :mod:`~pyg_orch.distributed.engine.sampler` holds
   :class:`~pyg_orch.distributed.engine.sampler.OrchDistNeighborSampler`,
   PyG's sampler with pyg_orch's changes.
+* :mod:`~pyg_orch.distributed.engine.books` gives PyG's stores and sampler
+  a range-numbered partition's boundaries where they keep maps of the
+  whole graph.
+* :mod:`~pyg_orch.distributed.engine.memory` finds every tensor PyG's
+  stores hold, for the memory benchmark.
 
-Every name of both is importable from here.
+Every name of the first two is importable from here.
 """
 
 from pyg_orch.distributed.engine.fixes import (

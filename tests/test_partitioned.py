@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import partitioned_ranks as ranks
 import pytest
@@ -381,3 +382,26 @@ def test_original_ids_are_refused_and_mapped(graph, tmp_path):
     assert torch.equal(mapped.sort().values, splits["train_mask"])
     assert torch.equal(partition_ids(root, graph.train_mask), mapped)
     assert isinstance(stores[0].get_global_id(None), PartitionIds)
+
+
+def test_pyg_partitioner_output_loads_with_its_own_maps_and_ids(graph, tmp_path):
+    # PyG's Partitioner numbers nothing anew: its maps stay tensors, its ids
+    # the user's, plain tensors. (Its METIS needs pyg-lib or torch-sparse;
+    # it is given the part of every node here.)
+    from torch_geometric.distributed import Partitioner
+    from torch_geometric.loader import ClusterData
+
+    parts = torch.arange(graph.num_nodes) % 2
+    root = tmp_path / "pyg"
+    with mock.patch.object(ClusterData, "_metis", lambda *args: parts):
+        Partitioner(Data(x=graph.x, edge_index=graph.edge_index), 2,
+                    str(root)).generate_partition()  # fmt: skip
+    feature_store, graph_store = load_partition(root, 0, 2)
+    assert feature_store.numbering is None
+    assert torch.equal(graph_store.node_pb, parts)
+    ids = feature_store.get_global_id(None)
+    assert type(ids) is torch.Tensor
+    assert torch.equal(ids.sort().values, torch.arange(0, graph.num_nodes, 2))
+    x = feature_store.get_tensor_from_global_id(index=ids, group_name=None,
+                                                attr_name="x")  # fmt: skip
+    assert torch.equal(x, graph.x[ids])

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 
+from pyg_orch.distributed.engine.books import RangeBook
 from pyg_orch.distributed.metis import metis_binding, metis_edge_parts
 from pyg_orch.distributed.ranges import Numbering, bounds_of, rows_of, write_parts
 from pyg_orch.hot.cache import HotCache
@@ -524,7 +525,7 @@ def _save_hot(
 
 def split_seeds(
     seeds: Tensor,
-    node_partition: Tensor,
+    node_partition: Tensor | RangeBook,
     rank: int,
     world_size: int,
     *,
@@ -542,7 +543,9 @@ def split_seeds(
 
     Args:
         seeds: global node ids of the training seeds, 1-D.
-        node_partition: the part of every node (PyG's ``node_map.pt``).
+        node_partition: the part of every node: the graph store's
+            ``node_pb`` (a :class:`~pyg_orch.distributed.engine.books.RangeBook`
+            on a range-numbered partition, PyG's ``node_map.pt`` otherwise).
         rank: this trainer's rank, in ``[0, world_size)``.
         world_size: the number of trainers.
         seed: ``None`` keeps the seeds' order (each share in the order of

@@ -486,6 +486,7 @@ def test_run_spawned_lets_the_child_clean_up(slow_unregister):
     _check_children_unregistered(slow_unregister, semaphores=1)
 
 
+@pytest.mark.slow  # partitions twice and loads every rank in a fresh process
 def test_memory_benchmark_sums_every_ranks_tensors_by_kind(capsys):
     argv = ["memory", "--num-nodes", "4000", "--parts", "2", "--hot-ratio", "0.1",
             "--num-features", "16"]  # fmt: skip

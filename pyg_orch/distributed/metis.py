@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pyg_orch.kernels import reorder
+from pyg_orch.kernels import power_law, reorder
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +125,18 @@ def metis_binding(ncon: int = 1) -> str:
 
 def _symmetric(src: Tensor, dst: Tensor, num_nodes: int) -> tuple[Tensor, Tensor]:
     # The CSR of the undirected graph without self loops nor duplicate edges,
-    # in the memory of one copy of its adjacency (32-bit where it fits).
+    # in the memory of one copy of its adjacency (32-bit where it fits), by
+    # the power-law generator's row kernels.
     src_np, dst_np = src.to(torch.long).numpy(), dst.to(torch.long).numpy()
-    pointers = reorder.symmetric_degrees(src_np, dst_np, num_nodes)
+    counts = np.zeros(num_nodes, dtype=np.int64)
+    power_law.count_rows(src_np, dst_np, counts)
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
     dtype = np.int32 if num_nodes <= _INT32_MAX else np.int64
-    adjacency = np.empty(int(pointers[-1]), dtype=dtype)
-    xadj = reorder.symmetric_fill(src_np, dst_np, pointers, adjacency)
-    del pointers
+    adjacency = np.empty(int(indptr[-1]), dtype=dtype)
+    power_law.fill_rows(src_np, dst_np, indptr[:-1].copy(), adjacency)
+    power_law.sort_unique_rows(indptr, adjacency, counts, 0, num_nodes)
+    xadj = reorder.compact_rows(indptr, adjacency, counts)
     return torch.from_numpy(xadj), torch.from_numpy(adjacency[: int(xadj[-1])])
 
 
@@ -199,8 +204,6 @@ def metis_parts(
         >>> sorted(parts.tolist())
         [0, 0, 1, 1]
     """
-    if isinstance(num_parts, bool) or not isinstance(num_parts, int) or num_parts < 1:
-        raise ValueError(f"num_parts must be an integer >= 1, got {num_parts!r}")
     if rowptr.dim() != 1 or rowptr.numel() < 1 or int(rowptr[-1]) != col.numel():
         raise ValueError(
             "rowptr and col must be a CSR: rowptr[num_nodes + 1] ending at len(col)"

@@ -2,10 +2,10 @@
 
 Partitioning a graph sorts its edges twice: by destination, to number each
 part's edges as one range (:func:`counting_order`), and into the undirected
-adjacency METIS reads (:func:`symmetric_fill`). torch's ``argsort`` and
-``unique`` on ``E`` int64 keys take several times the edges' memory in
-temporaries; these take one output array each. All serial; they release
-the GIL.
+adjacency METIS reads (the power-law generator's row kernels, then
+:func:`compact_rows`). torch's ``argsort`` and ``unique`` on ``E`` int64
+keys take several times the edges' memory in temporaries; these take one
+output array each. All serial; they release the GIL.
 
 Example:
     >>> counting_order(np.array([2, 0, 2, 1]), 3).tolist()
@@ -42,64 +42,26 @@ def counting_order(keys, num_keys):
 
 
 @njit(cache=True, nogil=True)
-def symmetric_degrees(src, dst, num_nodes):
-    """Pointers of the undirected adjacency, duplicates still counted.
+def compact_rows(indptr, cols, counts):
+    """Packs each row's first ``counts[v]`` entries together, in place.
 
-    ``pointers[u]:pointers[u + 1]`` will hold ``u``'s neighbours both ways,
-    self loops left out (see :func:`symmetric_fill`).
-
-    Example:
-        >>> symmetric_degrees(np.array([0, 1]), np.array([1, 1]), 2).tolist()
-        [0, 1, 2]
-    """
-    pointers = np.zeros(num_nodes + 1, dtype=np.int64)
-    for e in range(src.shape[0]):
-        if src[e] != dst[e]:
-            pointers[src[e] + 1] += 1
-            pointers[dst[e] + 1] += 1
-    for u in range(num_nodes):
-        pointers[u + 1] += pointers[u]
-    return pointers
-
-
-@njit(cache=True, nogil=True)
-def symmetric_fill(src, dst, pointers, adjacency):
-    """Fills the undirected adjacency: each node's neighbours sorted, once each.
-
-    ``adjacency`` (``pointers[-1]`` entries, int32 or int64) receives both
-    directions of every edge but self loops; each node's neighbours are
-    then sorted and their repeats dropped, in place. Returns the new
-    pointers: ``adjacency[:xadj[-1]]`` is the CSR METIS reads.
+    After :func:`~pyg_orch.kernels.power_law.sort_unique_rows` a row keeps
+    its unique entries at its start; this moves them next to each other and
+    returns the new pointers: ``cols[:xadj[-1]]`` is the packed CSR.
 
     Example:
-        >>> src, dst = np.array([0, 1, 0]), np.array([1, 0, 2])
-        >>> pointers = symmetric_degrees(src, dst, 3)
-        >>> adjacency = np.empty(pointers[-1], dtype=np.int32)
-        >>> xadj = symmetric_fill(src, dst, pointers, adjacency)
-        >>> xadj.tolist(), adjacency[: xadj[-1]].tolist()
-        ([0, 2, 3, 4], [1, 2, 0, 0])
+        >>> cols = np.array([1, 9, 0, 2, 9])
+        >>> xadj = compact_rows(np.array([0, 2, 5]), cols, np.array([1, 2]))
+        >>> xadj.tolist(), cols[: xadj[-1]].tolist()
+        ([0, 1, 3], [1, 0, 2])
     """
-    num_nodes = pointers.shape[0] - 1
-    fill = pointers[:-1].copy()
-    for e in range(src.shape[0]):
-        u, v = src[e], dst[e]
-        if u != v:
-            adjacency[fill[u]] = v
-            fill[u] += 1
-            adjacency[fill[v]] = u
-            fill[v] += 1
-    xadj = np.zeros(num_nodes + 1, dtype=np.int64)
+    xadj = np.zeros(counts.shape[0] + 1, dtype=np.int64)
     out = 0
-    for u in range(num_nodes):
-        segment = adjacency[pointers[u] : pointers[u + 1]]
-        segment.sort()
-        last = -1
-        # out never passes the position read: the segments only shrink.
-        for i in range(segment.shape[0]):
-            v = segment[i]
-            if v != last:
-                adjacency[out] = v
-                out += 1
-                last = v
-        xadj[u + 1] = out
+    for v in range(counts.shape[0]):
+        start = indptr[v]
+        # out never passes start: the rows only shrink.
+        for j in range(counts[v]):
+            cols[out + j] = cols[start + j]
+        out += counts[v]
+        xadj[v + 1] = out
     return xadj

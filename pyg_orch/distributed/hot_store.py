@@ -213,7 +213,9 @@ class HotFeatureStore(LocalFeatureStore):
             >>> HotFeatureStore().edge_values()
             {}
         """
-        group = edge_type if self.meta and self.meta["is_hetero"] else (None, None)
+        if not self.meta:
+            return {}
+        group = self._group(False, edge_type)
         attrs = self.get_all_tensor_attrs()
         held = {attr.attr_name for attr in attrs if attr.group_name == group}
         return {
@@ -245,10 +247,8 @@ class HotFeatureStore(LocalFeatureStore):
         Returns:
             A future of the rows, in ``index`` order.
         """
-        hetero = self.meta["is_hetero"]
-        group = input_type if hetero else (None if is_node_feat else (None, None))
-        owners = self.node_feat_pb if is_node_feat else self.edge_feat_pb
-        owner = (owners[input_type] if hetero else owners)[index]
+        group = self._group(is_node_feat, input_type)
+        owner = self._owners(is_node_feat, input_type)[index]
         local = owner == self.partition_idx
         own = self.get_tensor_from_global_id(
             index=index[local], group_name=group, attr_name=name
@@ -292,10 +292,7 @@ class HotFeatureStore(LocalFeatureStore):
         # attribute than x and edge_attr (lookup_rows' requests).
         if attr_name is None:
             return super()._rpc_local_feature_get(index, is_node_feat, input_type)
-        if self.meta["is_hetero"]:
-            group = input_type
-        else:
-            group = None if is_node_feat else (None, None)
+        group = self._group(is_node_feat, input_type)
         return self.get_tensor_from_global_id(
             index=index, group_name=group, attr_name=attr_name
         )
@@ -303,10 +300,7 @@ class HotFeatureStore(LocalFeatureStore):
     def _lookup_and_count(
         self, index: Tensor, is_node_feat: bool, input_type: Any
     ) -> torch.futures.Future:
-        owners = self.node_feat_pb if is_node_feat else self.edge_feat_pb
-        if self.meta["is_hetero"]:
-            owners = owners[input_type]
-        owner = owners[index]
+        owner = self._owners(is_node_feat, input_type)[index]
         remote_owners = owner[owner != self.partition_idx]
         rows = remote_owners.numel()
         future = super().lookup_features(index, is_node_feat, input_type)
@@ -320,13 +314,21 @@ class HotFeatureStore(LocalFeatureStore):
 
     def _row_bytes(self, is_node_feat: bool, input_type: Any) -> int:
         # Bytes of one feature row.
-        if self.meta["is_hetero"]:
-            group = input_type
-        else:
-            group = None if is_node_feat else (None, None)
         name = "x" if is_node_feat else "edge_attr"
+        group = self._group(is_node_feat, input_type)
         tensor = self.get_tensor(group_name=group, attr_name=name)
         return tensor[0].numel() * tensor.element_size()
+
+    def _group(self, is_node_feat: bool, input_type: Any) -> Any:
+        # The group PyG files a node (edge) type's rows under.
+        if self.meta["is_hetero"]:
+            return input_type
+        return None if is_node_feat else (None, None)
+
+    def _owners(self, is_node_feat: bool, input_type: Any) -> Any:
+        # The book (or map) of the parts of a node (edge) type's ids.
+        owners = self.node_feat_pb if is_node_feat else self.edge_feat_pb
+        return owners[input_type] if self.meta["is_hetero"] else owners
 
 
 def load_partition(

@@ -50,10 +50,11 @@ class RangeBook:
 
     def __init__(self, bounds: Tensor):
         self.bounds = bounds.to(torch.long)
+        # Each part's end, searched for every id the sampler looks up.
+        self._ends = self.bounds[1:].contiguous()
 
     def __getitem__(self, ids: Tensor) -> Tensor:
-        ids = torch.as_tensor(ids)
-        return torch.searchsorted(self.bounds[1:], ids, right=True)
+        return torch.searchsorted(self._ends, torch.as_tensor(ids), right=True)
 
     def numel(self) -> int:
         """The number of ids: the whole graph's nodes (edges) of the type."""
@@ -185,12 +186,14 @@ def drop_edge_ranges(graph_store: Any) -> None:
         >>> store.get_edge_id(edge_type=None, layout="coo") is None
         True
     """
+    offsets = edge_type_offsets(graph_store)
     for attr in graph_store.get_all_edge_attrs():
         edge_ids = graph_store.get_edge_id(edge_type=attr.edge_type, layout="coo")
         start = edge_start(graph_store, attr.edge_type)
         # (A heterogeneous part's files number edges as PyG's do: edge types
         # one after another.)
-        first = start + _type_offset(graph_store, attr.edge_type)
+        key = None if attr.edge_type is None else tuple(attr.edge_type)
+        first = start + offsets[key]
         expected = torch.arange(first, first + edge_ids.numel())
         if not torch.equal(edge_ids, expected):
             raise ValueError(
@@ -202,16 +205,28 @@ def drop_edge_ranges(graph_store: Any) -> None:
         graph_store.remove_edge_id(edge_type=attr.edge_type, layout="coo")
 
 
-def _type_offset(graph_store: Any, edge_type: Any) -> int:
-    # The first id of edge_type's edges in PyG's homogeneous numbering.
-    if not graph_store.meta["is_hetero"]:
-        return 0
-    offset = 0
-    for other in map(tuple, graph_store.meta["edge_types"]):
-        if other == tuple(edge_type):
-            return offset
-        offset += graph_store.edge_pb[other].numel()
-    raise KeyError(edge_type)
+def edge_type_offsets(graph_store: Any) -> dict[Any, int]:
+    """Each edge type's first id in PyG's homogeneous edge numbering.
+
+    PyG's heterogeneous partition files number edges with the edge types one
+    after another, in the data's order; ``{None: 0}`` on a homogeneous one.
+
+    Example:
+        >>> from torch_geometric.distributed import LocalGraphStore
+        >>> store = LocalGraphStore()
+        >>> store.meta = {"is_hetero": True, "edge_types": [["a", "to", "b"],
+        ...                                                 ["b", "to", "a"]]}
+        >>> store.edge_pb = {("a", "to", "b"): RangeBook(torch.tensor([0, 3])),
+        ...                  ("b", "to", "a"): RangeBook(torch.tensor([0, 2]))}
+        >>> edge_type_offsets(store)
+        {None: 0, ('a', 'to', 'b'): 0, ('b', 'to', 'a'): 3}
+    """
+    offsets, offset = {None: 0}, 0
+    if graph_store.meta["is_hetero"]:
+        for edge_type in map(tuple, graph_store.meta["edge_types"]):
+            offsets[edge_type] = offset
+            offset += graph_store.edge_pb[edge_type].numel()
+    return offsets
 
 
 def edge_start(graph_store: Any, edge_type: Any) -> int:

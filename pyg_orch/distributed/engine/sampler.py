@@ -23,7 +23,11 @@ from torch_geometric.distributed.event_loop import to_asyncio_future
 from torch_geometric.distributed.rpc import rpc_async
 from torch_geometric.sampler import SamplerOutput
 
-from pyg_orch.distributed.engine.books import edge_start, local_columns
+from pyg_orch.distributed.engine.books import (
+    edge_start,
+    edge_type_offsets,
+    local_columns,
+)
 from pyg_orch.distributed.engine.fixes import fill_empty_features
 
 
@@ -272,15 +276,9 @@ class OrchDistNeighborSampler(DistNeighborSampler):
     @functools.cached_property
     def _edge_offsets(self) -> dict[Any, int]:
         # PyG's heterogeneous partitions keep an edge's id in the homogeneous
-        # numbering (edge types one after another, in the data's order); its
-        # features, and the user, know it by its id within its edge type.
-        # Computed once: every hop of every batch subtracts it.
-        offsets, offset = {None: 0}, 0
-        if self.is_hetero:
-            for edge_type in map(tuple, self.graph_store.meta["edge_types"]):
-                offsets[edge_type] = offset
-                offset += self.graph_store.edge_pb[edge_type].numel()
-        return offsets
+        # numbering; its features, and the user, know it by its id within
+        # its edge type. Computed once: every hop of every batch subtracts it.
+        return edge_type_offsets(self.graph_store)
 
     def _edge_offset(self, edge_type: Any) -> int:
         return self._edge_offsets[None if edge_type is None else tuple(edge_type)]

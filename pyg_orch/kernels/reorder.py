@@ -45,7 +45,7 @@ def counting_order(keys, num_keys):
 def compact_rows(indptr, cols, counts):
     """Packs each row's first ``counts[v]`` entries together, in place.
 
-    After :func:`~pyg_orch.kernels.power_law.sort_unique_rows` a row keeps
+    After ``pyg_orch.kernels.power_law.sort_unique_rows`` a row keeps
     its unique entries at its start; this moves them next to each other and
     returns the new pointers: ``cols[:xadj[-1]]`` is the packed CSR.
 

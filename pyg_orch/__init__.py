@@ -3,16 +3,21 @@
 Follows NeutronOrch (PVLDB 2024): frequently sampled ("hot") vertices get their
 bottom-layer aggregation from the CPU while the device trains the rest.
 
-The public names load on first use, so that ``pyg-orch --help`` and its
+``import pyg_orch`` makes it PyG's sampling backend where pyg-lib and
+torch-sparse are absent (:mod:`pyg_orch.backend`). The public names load on
+first use, so that ``pyg-orch --help`` and its
 argument checks answer before torch and PyG are imported.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pyg_orch import backend as _backend
+from pyg_orch.lazy_names import lazy_names
 
 if TYPE_CHECKING:
+    from pyg_orch.backend import backend_status
     from pyg_orch.hot.cache import HotCache
     from pyg_orch.hot.choice import HotSet, select_hot
     from pyg_orch.hot.refresher import HotRefresher
@@ -29,6 +34,7 @@ __version__ = "0.1.0.dev0"
 _EXPORTS = {
     "FeatureCache": "pyg_orch.loading.feature_cache",
     "HotCache": "pyg_orch.hot.cache",
+    "backend_status": "pyg_orch.backend",
     "HotRefresher": "pyg_orch.hot.refresher",
     "HotSet": "pyg_orch.hot.choice",
     "OrchLinkNeighborLoader": "pyg_orch.loading.link_loader",
@@ -50,17 +56,13 @@ __all__ = [
     "OrchNeighborSampler",
     "Pipeline",
     "__version__",
+    "backend_status",
     "select_hot",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'pyg_orch' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # the next lookup finds it without this hook
-    return value
+# PyG's own samplers and ClusterData run on pyg_orch's kernels where pyg-lib
+# and torch-sparse are absent, from when torch_geometric is imported.
+_backend.install()
 
 
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_names("pyg_orch", _EXPORTS, globals())

@@ -219,6 +219,16 @@ COMMANDS: dict[
 }
 
 
+class _Version(argparse.Action):
+    # --version: the version, then which package samples and partitions for
+    # PyG's own classes (pyg_orch's backend, pyg-lib or torch-sparse).
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None):
+        from pyg_orch.backend import status_lines
+
+        print(f"{PROG} {__version__}\n{status_lines()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Builds the ``pyg-orch`` argument parser with one subparser per command.
 
@@ -235,7 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Fast sample-based GNN training for PyTorch Geometric.",
     )
-    parser.add_argument("--version", action="version", version=__version__)
+    parser.add_argument(
+        "--version", action=_Version, nargs=0,
+        help="print the version and what samples for PyG (pyg_orch.backend_status())",
+    )  # fmt: skip
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name, (help_text, add_options, run) in COMMANDS.items():

@@ -6,7 +6,6 @@ import contextlib
 import threading
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,33 +21,18 @@ from torch_geometric.sampler import (
 )
 from torch_geometric.sampler.base import SubgraphType
 
+from pyg_orch.kernel_graph import (
+    EMPTY_MASK,
+    KernelGraph,
+    kernel_seed_times,
+    kernel_seeds,
+    node_map,
+    split_by,
+)
 from pyg_orch.kernels.sample import sample_layers
 
-# Each thread keeps one global-to-local map per graph size: the kernel restores
-# it to -1 before it returns, so reuse is safe and saves an O(num_nodes) fill
-# per batch.
+# Each thread's generator, set by drawing_from.
 _scratch = threading.local()
-
-
-def node_map(num_nodes: int) -> np.ndarray:
-    """This thread's reusable global-to-local map (all -1) for ``num_nodes``.
-
-    The sampler kernel restores every entry it sets, so the map stays all -1
-    between calls and one per thread and graph size is enough. It holds
-    ``int32`` (a batch has fewer than 2**31 nodes of a type): half the bytes
-    of the random reads that dominate sampling a large graph.
-
-    Example:
-        >>> node_map(4).tolist()
-        [-1, -1, -1, -1]
-    """
-    maps = _scratch.__dict__.setdefault("maps", {})
-    if num_nodes not in maps:
-        maps[num_nodes] = np.full(num_nodes, -1, dtype=np.int32)
-    return maps[num_nodes]
-
-
-_EMPTY_MASK = np.zeros(0, dtype=np.bool_)
 
 # Arguments that PyG's neighbour loaders hand on to their NeighborSampler.
 _SAMPLER_ARGUMENTS = (
@@ -101,182 +85,6 @@ def _pyg_lib_gates_open() -> Iterator[None]:
     finally:
         for flag, value in saved.items():
             setattr(pyg_typing, flag, value)
-
-
-@dataclass
-class KernelGraph:
-    """A sampler's graph as :func:`~pyg_orch.kernels.sample.sample_layers` reads it.
-
-    The CSC graphs of all edge types back to back, numbered node and edge
-    types, and the times and weights of the types that have them. On a
-    heterogeneous graph the sampler's own per-type tensors are replaced by
-    views of the concatenated ones, so the graph is held once; on a
-    homogeneous one nothing is copied.
-
-    Attributes:
-        node_types: the node types, in the sampler's order (``[None]`` for a
-            homogeneous graph).
-        edge_types: the edge types the kernel expands, in the sampler's
-            order (``[None]`` for a homogeneous graph).
-        graph: the kernel's ``graph`` argument.
-        times: ``(node_time, node_timed, edge_time, edge_timed)``, the
-            kernel's ``times`` without the seeds' times.
-        weights: the kernel's ``weights`` argument.
-
-    Example:
-        >>> import torch
-        >>> from torch_geometric.data import Data
-        >>> data = Data(edge_index=torch.tensor([[1, 2], [0, 0]]), num_nodes=3)
-        >>> layout = KernelGraph.of(OrchNeighborSampler(data, [1]))
-        >>> layout.num_nodes, layout.graph[0].tolist()
-        (3, [0, 2, 2, 2])
-    """
-
-    node_types: list[Any]
-    edge_types: list[Any]
-    graph: tuple
-    times: tuple
-    weights: tuple
-
-    @property
-    def num_nodes(self) -> int:
-        """The number of nodes of all types, the size of the kernel's node map."""
-        return int(self.graph[6][-1])
-
-    @property
-    def time_dtype(self) -> np.dtype:
-        """The dtype the kernel compares times in."""
-        return self.times[0].dtype
-
-    @classmethod
-    def of(cls, sampler: NeighborSampler) -> KernelGraph:
-        """The graph of ``sampler``, homogeneous or heterogeneous."""
-        if not sampler.is_hetero:
-            stores = {
-                "colptr": {None: sampler.colptr},
-                "row": {None: sampler.row},
-                "node_time": {None: sampler.node_time},
-                "edge_time": {None: sampler.edge_time},
-                "edge_weight": {None: sampler.edge_weight},
-            }
-            return cls._build(sampler, [None], [None], {None: None}, stores)
-        rel = sampler.to_rel_type
-        stores = {
-            "colptr": sampler.colptr_dict,
-            "row": sampler.row_dict,
-            "node_time": sampler.node_time or {},
-            "edge_time": sampler.edge_time or {},
-            "edge_weight": getattr(sampler, "edge_weight", None) or {},
-        }
-        return cls._build(
-            sampler, list(sampler.node_types), sampler.edge_types, rel, stores
-        )
-
-    @classmethod
-    def _build(
-        cls,
-        sampler: NeighborSampler,
-        node_types: list[Any],
-        edge_types: list[Any],
-        rel: dict[Any, Any],
-        stores: dict[str, dict],
-    ) -> KernelGraph:
-        keys = [rel[k] for k in edge_types]
-        type_index = {node_type: i for i, node_type in enumerate(node_types)}
-        num_nodes = [_num_nodes(sampler, node_type) for node_type in node_types]
-        row_sizes = [stores["row"][key].numel() for key in keys]
-        colptr, colptr_start = _back_to_back(stores["colptr"], keys, torch.int64)
-        row, row_start = _back_to_back(stores["row"], keys, torch.int64, row_sizes)
-        # Times compare in one dtype: int64 (exact for any timestamp) unless
-        # some time is a float.
-        times = [*stores["node_time"].values(), *stores["edge_time"].values()]
-        floating = any(t is not None and t.is_floating_point() for t in times)
-        time_dtype = torch.float64 if floating else torch.int64
-        node_time, node_offset = _back_to_back(
-            stores["node_time"], node_types, time_dtype, num_nodes
-        )
-        edge_time, _ = _back_to_back(stores["edge_time"], keys, time_dtype, row_sizes)
-        edge_weight, _ = _back_to_back(
-            stores["edge_weight"], keys, torch.float64, row_sizes
-        )
-
-        def endpoint(position: int) -> np.ndarray:
-            if edge_types == [None]:
-                return np.zeros(1, dtype=np.int64)
-            return np.array([type_index[k[position]] for k in edge_types], np.int64)
-
-        def present(store: dict, names: list[Any]) -> np.ndarray:
-            return np.array([store.get(n) is not None for n in names], np.bool_)
-
-        graph = (
-            colptr, row, colptr_start[:-1], row_start, endpoint(0), endpoint(2),
-            node_offset,
-        )  # fmt: skip
-        return cls(
-            node_types,
-            edge_types,
-            graph,
-            (
-                node_time,
-                present(stores["node_time"], node_types),
-                edge_time,
-                present(stores["edge_time"], keys),
-            ),
-            (edge_weight, present(stores["edge_weight"], keys)),
-        )
-
-
-def _back_to_back(
-    store: dict[Any, Tensor | None],
-    keys: list[Any],
-    dtype: torch.dtype,
-    sizes: list[int] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The tensors of ``store`` under ``keys`` back to back, and where each starts.
-
-    A missing tensor takes ``sizes[i]`` zeros (nothing when every one is
-    missing). Each tensor in ``store`` is replaced by its view of the result,
-    so the data is held once; a single tensor of the right dtype is used as
-    it is. The result is in shared memory when the tensors were.
-    """
-    parts = [store.get(key) for key in keys]
-    sizes = [part.numel() for part in parts] if sizes is None else sizes
-    bounds = np.zeros(len(keys) + 1, dtype=np.int64)
-    bounds[1:] = np.cumsum(sizes)
-    if all(part is None for part in parts):
-        return np.zeros(0, dtype=_NUMPY[dtype]), bounds
-    if len(parts) == 1 and parts[0].dtype == dtype and parts[0].is_contiguous():
-        return parts[0].numpy(), bounds
-    buffer = torch.zeros(int(bounds[-1]), dtype=dtype)
-    if any(part is not None and part.is_shared() for part in parts):
-        buffer.share_memory_()
-    for key, part, start, end in zip(keys, parts, bounds[:-1], bounds[1:], strict=True):
-        if part is not None:
-            buffer[start:end] = part
-            if part.dtype == dtype:  # a converted one stays as PyG has it
-                store[key] = buffer[start:end]
-    return buffer.numpy(), bounds
-
-
-_NUMPY = {torch.int64: np.int64, torch.float64: np.float64}
-
-
-def _num_nodes(sampler: NeighborSampler, node_type: Any) -> int:
-    # Nodes of node_type: as the sampler counted them, else as its edges tell.
-    counts = sampler.num_nodes
-    if not isinstance(counts, dict):
-        return int(counts) if counts is not None else sampler.colptr.numel() - 1
-    if counts.get(node_type) is not None:
-        return int(counts[node_type])
-    found = 0
-    for edge_type in sampler.edge_types:
-        rel = sampler.to_rel_type[edge_type]
-        if edge_type[2] == node_type:
-            found = max(found, sampler.colptr_dict[rel].numel() - 1)
-        row = sampler.row_dict[rel]
-        if edge_type[0] == node_type and row.numel():
-            found = max(found, int(row.max()) + 1)
-    return found
 
 
 def check_sampling_weights(
@@ -490,7 +298,7 @@ class OrchNeighborSampler(NeighborSampler):
             >>> draw() == draw()
             True
         """
-        if neg_sampling is not None and _generator() is not None:
+        if neg_sampling is not None and generator_of_thread() is not None:
             neg_sampling = _DrawnNegatives(
                 neg_sampling.mode,
                 neg_sampling.amount,
@@ -523,25 +331,23 @@ class OrchNeighborSampler(NeighborSampler):
         induced = self.subgraph_type == SubgraphType.induced
         out = sample_layers(
             layout.graph,
-            self._kernel_seeds(layout, seeds),
+            kernel_seeds(layout, seeds),
             self._kernel_fanouts(layout),
-            (self._seed_times(layout, seeds, times), *layout.times),
+            (
+                kernel_seed_times(
+                    layout, seeds, times, self._node_times(), self.is_temporal
+                ),
+                *layout.times,
+            ),
             layout.weights,
             (self.replace, self.disjoint, self.temporal_strategy == "last", induced),
-            int(torch.randint(0, 2**62, (1,), generator=_generator())),
+            int(torch.randint(0, 2**62, (1,), generator=generator_of_thread())),
             node_map(layout.num_nodes),
-            _EMPTY_MASK if self.hot_mask is None else self.hot_mask.numpy(),
+            EMPTY_MASK if self.hot_mask is None else self.hot_mask.numpy(),
         )
         if hetero:
             return self._hetero_output(layout, *out)
         return self._homogeneous_output(*out)
-
-    @staticmethod
-    def _kernel_seeds(layout: KernelGraph, seeds: dict) -> tuple[np.ndarray, ...]:
-        index = {node_type: i for i, node_type in enumerate(layout.node_types)}
-        kinds = [np.full(s.numel(), index[t], dtype=np.int64) for t, s in seeds.items()]
-        nodes = [s.to(torch.long).numpy() for s in seeds.values()]
-        return _concatenate(kinds), _concatenate(nodes)
 
     def _kernel_fanouts(self, layout: KernelGraph) -> np.ndarray:
         if layout.edge_types == [None]:
@@ -552,32 +358,11 @@ class OrchNeighborSampler(NeighborSampler):
         padded = [r + [0] * (hops - len(r)) for r in rows]
         return np.asarray(padded, dtype=np.int64).reshape(len(rows), hops)
 
-    def _seed_times(
-        self, layout: KernelGraph, seeds: dict, times: dict | None
-    ) -> np.ndarray:
-        # Each disjoint subgraph's time: given, or its seed's node time.
-        dtype = layout.time_dtype
-        if not self.is_temporal:
-            return np.zeros(0, dtype=dtype)
-        if times is not None:
-            return _concatenate([times[t].numpy().astype(dtype) for t in seeds])
-        node_time = (
-            self.node_time
-            if isinstance(self.node_time, dict)
-            else {None: self.node_time}
-        )
-        if node_time is None or any(node_time.get(t) is None for t in seeds):
-            raise ValueError(
-                "temporal sampling on edge times (time_attr on edges) needs the "
-                "seeds' times: give the loader input_time (edge_label_time for "
-                "links)"
-            )
-        return _concatenate(
-            [
-                node_time[t][s.to(torch.long)].numpy().astype(dtype)
-                for t, s in seeds.items()
-            ]
-        )
+    def _node_times(self) -> dict:
+        # The node times by node type ({None: ...} on a homogeneous graph).
+        if isinstance(self.node_time, dict):
+            return self.node_time
+        return {None: self.node_time}
 
     def _homogeneous_output(
         self, node, batch, nodes_per_hop, row, col, edge, edges_per_hop
@@ -604,11 +389,11 @@ class OrchNeighborSampler(NeighborSampler):
         self, layout, node, batch, nodes_per_hop, row, col, edge, edges_per_hop
     ) -> HeteroSamplerOutput:
         node_types, edge_types = layout.node_types, layout.edge_types
-        node_split = _split(node, nodes_per_hop.sum(axis=1), node_types)
+        node_split = split_by(node, nodes_per_hop.sum(axis=1), node_types)
         edge_counts = edges_per_hop.sum(axis=1)
         row, col = (
-            _split(row, edge_counts, edge_types),
-            _split(col, edge_counts, edge_types),
+            split_by(row, edge_counts, edge_types),
+            split_by(col, edge_counts, edge_types),
         )
         if self.sample_direction == "backward":
             row, col = col, row
@@ -624,8 +409,8 @@ class OrchNeighborSampler(NeighborSampler):
             node=node_split,
             row=by_edge_type(row),
             col=by_edge_type(col),
-            edge=by_edge_type(_split(edge, edge_counts, edge_types)),
-            batch=_split(batch, nodes_per_hop.sum(axis=1), node_types)
+            edge=by_edge_type(split_by(edge, edge_counts, edge_types)),
+            batch=split_by(batch, nodes_per_hop.sum(axis=1), node_types)
             if self.disjoint
             else None,
             num_sampled_nodes=self._per_hop(
@@ -646,11 +431,13 @@ class _DrawnNegatives(NegativeSampling):
     ) -> Tensor:
         weight = self.src_weight if endpoint == "src" else self.dst_weight
         if weight is None and num_nodes is not None:
-            return torch.randint(num_nodes, (num_samples,), generator=_generator())
+            return torch.randint(
+                num_nodes, (num_samples,), generator=generator_of_thread()
+            )
         if weight is None or (num_nodes is not None and weight.numel() != num_nodes):
             return super().sample(num_samples, endpoint, num_nodes)  # PyG's error
         return torch.multinomial(
-            weight, num_samples, replacement=True, generator=_generator()
+            weight, num_samples, replacement=True, generator=generator_of_thread()
         )
 
 
@@ -669,20 +456,11 @@ def derived_seed(base_seed: int, index: int) -> int:
     return int(state[0] >> np.uint64(2))
 
 
-def _generator() -> torch.Generator | None:
-    # The generator drawing_from set for this thread, else torch's global one.
+def generator_of_thread() -> torch.Generator | None:
+    """The generator :func:`drawing_from` set for this thread; ``None``: torch's global one.
+
+    Example:
+        >>> generator_of_thread() is None
+        True
+    """  # noqa: E501 - one line
     return getattr(_scratch, "generator", None)
-
-
-def _concatenate(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-
-
-def _split(values: np.ndarray, counts: np.ndarray, keys: list[Any]) -> dict:
-    # Consecutive runs of values, one per key, as tensors.
-    ends = np.cumsum(counts).tolist()
-    starts = [0, *ends][:-1]
-    return {
-        key: torch.from_numpy(values[start:end])
-        for key, start, end in zip(keys, starts, ends, strict=True)
-    }

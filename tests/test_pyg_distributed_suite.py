@@ -1,11 +1,12 @@
-"""PyG 2.8.0's own distributed tests pass without pyg-lib.
+"""PyG 2.8.0's own distributed tests pass without pyg-lib, PyG's classes unchanged.
 
-``tests/pyg_distributed`` holds PyG's ``test/distributed`` (9 files), run with
-its gates open (see ``pyg_distributed/pyg_dist_gates.py``): pyg-lib's four
-distributed ops come from ``pyg_orch.distributed``, the processes the tests
-spawn import it through ``sitecustomize.py``, and pyg_orch's METIS
-partitions. They run in a process of their own because opening the gates
-changes torch_geometric's global flags.
+``tests/pyg_distributed`` holds PyG's ``test/distributed`` (9 files),
+unchanged, run with the one line a user adds, ``import pyg_orch`` (in the
+processes the tests spawn too, through ``sitecustomize.py``): it gives PyG's
+engine pyg-lib's ops, PyG's ``NeighborSampler`` (the tests' single-machine
+reference) its sampler and ``Partitioner`` its METIS. The harness
+(``pyg_distributed/pyg_dist_gates.py``) lifts PyG's skips for a missing
+pyg-lib or METIS, and bounds every wait on a rank.
 """
 
 import os
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 SUITE = Path(__file__).parent / "pyg_distributed"
+TESTS = Path(__file__).parent
 ROOT = Path(__file__).parents[1]
 
 # Every case of the 9 files runs: no skip is allowed.
@@ -26,8 +28,8 @@ CASES = 66
 
 
 def _python_path() -> str:
-    # The suite's folder (for sitecustomize.py) and this checkout first.
-    paths = [str(SUITE), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    # The suite's folder (for sitecustomize.py), the lifts and this checkout.
+    paths = [str(SUITE), str(TESTS), str(ROOT), os.environ.get("PYTHONPATH", "")]
     return os.pathsep.join(path for path in paths if path)
 
 

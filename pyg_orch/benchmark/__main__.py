@@ -12,6 +12,7 @@ from typing import TextIO
 from pyg_orch.benchmark import (
     accuracy,
     aggregate,
+    cluster_gcn,
     ddp,
     epoch,
     gpu,
@@ -29,6 +30,7 @@ BENCHMARKS = {
     "epoch": epoch,
     "step": step,
     "accuracy": accuracy,
+    "cluster_gcn": cluster_gcn,
     "pipeline": pipeline,
     "inference": inference,
     "gpu": gpu,

@@ -23,35 +23,89 @@ Example:
     3
 """
 
+from typing import TYPE_CHECKING
+
 from pyg_orch.distributed.engine import OrchDistNeighborSampler, install
-from pyg_orch.distributed.hot_store import HotFeatureStore, load_partition
-from pyg_orch.distributed.launch import agreed_port, process_group, spawn_ranks
-from pyg_orch.distributed.loaders import (
-    OrchDistLinkNeighborLoader,
-    OrchDistNeighborLoader,
-)
-from pyg_orch.distributed.metis import metis_binding, metis_parts
-from pyg_orch.distributed.partition import PartitionInfo, partition_graph, split_seeds
-from pyg_orch.distributed.ranges import (
-    PartitionIds,
-    load_splits,
-    original_ids,
-    partition_ids,
-)
-from pyg_orch.distributed.replicated import (
-    DistributedContext,
-    SharedGraph,
-    batches_per_rank,
-    broadcast_hot,
-    distributed_loader,
-    exit_without_teardown,
-    init_distributed,
-    remove_orphans,
-    shard_seeds,
-    share_graph,
-    share_tensors,
-    wrap_model,
-)
+from pyg_orch.lazy_names import lazy_names
+
+if TYPE_CHECKING:
+    from pyg_orch.distributed.hot_store import (
+        HotFeatureStore,
+        load_partition,
+    )
+    from pyg_orch.distributed.launch import (
+        agreed_port,
+        process_group,
+        spawn_ranks,
+    )
+    from pyg_orch.distributed.loaders import (
+        OrchDistLinkNeighborLoader,
+        OrchDistNeighborLoader,
+    )
+    from pyg_orch.distributed.metis import (
+        metis_binding,
+        metis_parts,
+    )
+    from pyg_orch.distributed.partition import (
+        PartitionInfo,
+        partition_graph,
+        split_seeds,
+    )
+    from pyg_orch.distributed.ranges import (
+        PartitionIds,
+        load_splits,
+        original_ids,
+        partition_ids,
+    )
+    from pyg_orch.distributed.replicated import (
+        DistributedContext,
+        SharedGraph,
+        batches_per_rank,
+        broadcast_hot,
+        distributed_loader,
+        exit_without_teardown,
+        init_distributed,
+        remove_orphans,
+        shard_seeds,
+        share_graph,
+        share_tensors,
+        wrap_model,
+    )
+
+# Each public name and the module that defines it: loaded on first use, so that
+# the engine (which torch_geometric.distributed needs, pyg_orch.backend) loads
+# without the rest of pyg_orch.
+_EXPORTS = {
+    "DistributedContext": "pyg_orch.distributed.replicated",
+    "HotFeatureStore": "pyg_orch.distributed.hot_store",
+    "OrchDistLinkNeighborLoader": "pyg_orch.distributed.loaders",
+    "OrchDistNeighborLoader": "pyg_orch.distributed.loaders",
+    "PartitionIds": "pyg_orch.distributed.ranges",
+    "PartitionInfo": "pyg_orch.distributed.partition",
+    "SharedGraph": "pyg_orch.distributed.replicated",
+    "agreed_port": "pyg_orch.distributed.launch",
+    "batches_per_rank": "pyg_orch.distributed.replicated",
+    "broadcast_hot": "pyg_orch.distributed.replicated",
+    "distributed_loader": "pyg_orch.distributed.replicated",
+    "exit_without_teardown": "pyg_orch.distributed.replicated",
+    "init_distributed": "pyg_orch.distributed.replicated",
+    "load_partition": "pyg_orch.distributed.hot_store",
+    "load_splits": "pyg_orch.distributed.ranges",
+    "metis_binding": "pyg_orch.distributed.metis",
+    "metis_parts": "pyg_orch.distributed.metis",
+    "original_ids": "pyg_orch.distributed.ranges",
+    "partition_graph": "pyg_orch.distributed.partition",
+    "partition_ids": "pyg_orch.distributed.ranges",
+    "process_group": "pyg_orch.distributed.launch",
+    "remove_orphans": "pyg_orch.distributed.replicated",
+    "shard_seeds": "pyg_orch.distributed.replicated",
+    "share_graph": "pyg_orch.distributed.replicated",
+    "share_tensors": "pyg_orch.distributed.replicated",
+    "spawn_ranks": "pyg_orch.distributed.launch",
+    "split_seeds": "pyg_orch.distributed.partition",
+    "wrap_model": "pyg_orch.distributed.replicated",
+}
+
 
 __all__ = [
     "DistributedContext",
@@ -85,5 +139,9 @@ __all__ = [
     "split_seeds",
     "wrap_model",
 ]
+
+
+__getattr__, __dir__ = lazy_names("pyg_orch.distributed", _EXPORTS, globals())
+
 
 install()

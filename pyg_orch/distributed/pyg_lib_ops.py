@@ -8,6 +8,7 @@ and schemas, backed by :mod:`pyg_orch.kernels.distributed_sample`, unless
 pyg-lib is installed or the ops are already defined.
 """
 
+import importlib.util
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -290,8 +291,8 @@ def register_ops() -> list[str]:
         []
     """
     global _library
-    if torch_geometric.typing.WITH_PYG_LIB:
-        return []
+    if torch_geometric.typing.WITH_PYG_LIB or importlib.util.find_spec("pyg_lib"):
+        return []  # never over a pyg-lib, even one PyG could not load
     with _lock:
         missing = [name for name in OPS if not op_defined(name)]
         if missing and _library is None:

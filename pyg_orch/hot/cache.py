@@ -17,9 +17,9 @@ from torch import Tensor
 
 from pyg_orch.aggregation import HALF_WIDTHS, kernel_array, sum_dtype
 from pyg_orch.hot.slots import HotSlots
+from pyg_orch.kernel_graph import node_map
 from pyg_orch.kernels import aggregate as kernels
 from pyg_orch.kernels.sample import sample_homogeneous
-from pyg_orch.sampling import node_map
 
 #: The aggregations the cache computes, of raw features or (``weighted_``)
 #: of raw features times the graph's ``edge_weight``, as ``GraphConv`` with

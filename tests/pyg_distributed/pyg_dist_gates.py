@@ -1,18 +1,20 @@
-"""Opens PyG's gates for its distributed tests, run without pyg-lib.
+"""Runs PyG's own distributed tests as a user's script runs: ``import pyg_orch``.
 
-PyG runs ``test/distributed`` only with ``DIST_TEST=1`` and pyg-lib installed
-(``onlyDistributedTest``), and its partitioning tests only where
-``torch.ops.torch_sparse.partition`` works (``withMETIS``). Here pyg-lib's
-four distributed ops come from ``pyg_orch.distributed`` (imported first: it
-registers them only while pyg-lib looks absent), the single-machine
-reference sampler of the sampler tests is pyg_orch's, and METIS is
-pyg_orch's own binding (:func:`~pyg_orch.distributed.metis.metis_parts`),
-routed into ``ClusterData._metis`` by :func:`metis_cluster`.
+PyG's classes stay PyG's: ``import pyg_orch`` gives ``torch_geometric.
+distributed`` pyg-lib's ops, PyG's ``NeighborSampler`` its sampler and
+``ClusterData`` (which PyG's ``Partitioner`` calls) its METIS
+(:mod:`pyg_orch.backend`). What this harness does besides:
+
+* it lifts PyG's skips for a missing pyg-lib or METIS
+  (:mod:`pyg_lifts`), and sets ``DIST_TEST=1``, as PyG's CI does to run
+  these tests (``onlyDistributedTest``);
+* it never waits on a rank forever (:func:`bounded_run_mproc`), and keeps
+  the tests' RPC ports out of the kernel's ephemeral range
+  (:func:`outside_ephemeral`);
+* it seeds every test.
 
 Loaded as a pytest plugin by ``pytest.ini`` beside it and, in the processes
-the tests spawn (which run no plugin), by ``sitecustomize.py``. The flags it
-sets are global to torch_geometric: the suite runs in a process of its own
-(tests/test_pyg_distributed_suite.py).
+the tests spawn (which run no plugin), by ``sitecustomize.py``.
 """
 
 import functools
@@ -24,43 +26,13 @@ import pytest
 import torch
 import torch_geometric.distributed.dist_loader as dist_loader
 import torch_geometric.distributed.rpc as dist_rpc
-import torch_geometric.testing as testing
-import torch_geometric.testing.decorators as decorators
 import torch_geometric.testing.distributed as testing_distributed
-import torch_geometric.typing as pyg_typing
-from torch_geometric.loader.cluster import ClusterData
+from pyg_lifts import pytest_collection_modifyitems  # noqa: F401  (a hook)
 
-import pyg_orch.distributed  # noqa: F401  (registers the ops: before the flags)
+import pyg_orch  # noqa: F401  (the one line a user's script adds)
 from pyg_orch.distributed.launch import ephemeral_ports
-from pyg_orch.distributed.metis import metis_parts
 
 os.environ["DIST_TEST"] = "1"
-pyg_typing.WITH_PYG_LIB = True
-pyg_typing.WITH_EDGE_TIME_NEIGHBOR_SAMPLE = True
-pyg_typing.WITH_WEIGHTED_NEIGHBOR_SAMPLE = True
-pyg_typing.WITH_METIS = True
-decorators.WITH_PYG_LIB = True
-decorators.WITH_METIS = True
-_has_package = decorators.has_package
-
-
-def _has_package_or_pyg_lib(package: str) -> bool:
-    return package == "pyg_lib" or _has_package(package)
-
-
-def metis_cluster(self: ClusterData, edge_index: torch.Tensor, num_nodes: int):
-    """``ClusterData._metis`` through pyg_orch's METIS: one part per node."""
-
-    row, col = edge_index.cpu()
-    order = torch.argsort(row, stable=True)
-    rowptr = torch.zeros(num_nodes + 1, dtype=torch.long)
-    rowptr[1:] = torch.bincount(row, minlength=num_nodes).cumsum(0)
-    parts = metis_parts(rowptr, col[order], self.num_parts, seed=0)
-    return parts.to(edge_index.device)
-
-
-def _with_metis(func):
-    return func  # pyg_orch's METIS stands in for torch_sparse.partition
 
 
 def outside_ephemeral(port: int) -> int:
@@ -166,9 +138,6 @@ _TEST_LIMIT = 180.0
 _PEER_GRACE = 30.0
 _LOWEST_PORT = 10000
 
-decorators.has_package = _has_package_or_pyg_lib
-decorators.withMETIS = testing.withMETIS = _with_metis
-ClusterData._metis = metis_cluster
 dist_rpc.init_rpc = _remapping_port(dist_rpc.init_rpc)
 dist_loader.init_rpc = _remapping_port(dist_loader.init_rpc)
 testing_distributed.assert_run_mproc = bounded_run_mproc

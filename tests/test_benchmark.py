@@ -23,6 +23,15 @@ def test_sampler_benchmark_prints_a_row_per_sampler(capsys):
     milliseconds, per_second = map(float, numba_row.split()[2:4])
     assert milliseconds > 0
     assert_printed_ratio(per_second, 1000.0, milliseconds, 0.01, 0.1)
+    # PyG's own loader's sampler, through pyg_orch's backend, beside it.
+    pyg_row = next(line for line in lines if line.startswith("PyG NeighborLoader's "))
+    pyg_milliseconds, ratio = float(pyg_row.split()[3]), pyg_row.split()[-1]
+    ratio = float(ratio.rstrip("x"))
+    assert_printed_ratio(ratio, pyg_milliseconds, milliseconds, 0.01, 0.01)
+    assert (
+        "PyG NeighborLoader's sampler: sampled by pyg_orch's backend "
+        "(torch.ops.pyg.neighbor_sample)" in lines
+    )
     if importlib.util.find_spec("torch_sparse") is None:
         missing = next(line for line in lines if line.startswith("torch-sparse:"))
         assert "not installed, so not measured and no ratio" in missing

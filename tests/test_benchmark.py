@@ -525,3 +525,21 @@ def test_memory_benchmark_sums_every_ranks_tensors_by_kind(capsys):
     assert any(line.startswith("4,000 nodes: partition_graph into 2") for line in lines)
     projected = [line.split() for line in lines if "ogbn-papers100M" in line]
     assert [row[1] for row in projected] == ["4", "16", "64"]
+
+
+def test_cluster_benchmark_compares_cluster_gcn_with_full_batch(capsys):
+    argv = ["cluster", "--seeds", "0", "--epochs", "5", "--nodes-per-part", "300"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(
+        line.split() for line in lines if line.startswith("cora") and "mean" not in line
+    )
+    full, cluster, difference, parts = (
+        float(row[2]),
+        float(row[3]),
+        float(row[4]),
+        int(row[5]),
+    )
+    assert parts == 2708 // 300
+    assert abs(difference - (cluster - full)) <= 0.011  # printed to 0.01
+    assert 0 < full <= 100 and 0 < cluster <= 100

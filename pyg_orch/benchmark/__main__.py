@@ -12,7 +12,7 @@ from typing import TextIO
 from pyg_orch.benchmark import (
     accuracy,
     aggregate,
-    cluster_gcn,
+    cluster,
     ddp,
     epoch,
     gpu,
@@ -30,7 +30,7 @@ BENCHMARKS = {
     "epoch": epoch,
     "step": step,
     "accuracy": accuracy,
-    "cluster_gcn": cluster_gcn,
+    "cluster": cluster,
     "pipeline": pipeline,
     "inference": inference,
     "gpu": gpu,

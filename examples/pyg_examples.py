@@ -100,7 +100,7 @@ def lay_out_reddit(npz: Path, root: Path, seed: int) -> None:
 
 
 def lay_out_products(npz: Path, dataset_dir: Path, seed: int) -> None:
-    """Writes ``npz``'s graph as OGB's ``ogbn-products`` files, under ``dataset_dir``."""
+    """Writes ``npz``'s graph as OGB's ``ogbn-products`` files in ``dataset_dir``."""
     data = load_npz(npz, seed=seed)
     folder = dataset_dir / "ogbn_products"
     (folder / "raw").mkdir(parents=True)

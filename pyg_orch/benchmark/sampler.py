@@ -13,8 +13,9 @@ on the same edges (``to_homogeneous()``); its full size takes a few minutes.
 
 PyG itself has no sampler of its own: it needs pyg-lib (not on PyPI),
 torch-sparse or, after ``import pyg_orch``, pyg_orch's backend; the table says
-which samples for it, and which compiled package is missing. ``pip install -e ".[torch-sparse]"`` adds torch-sparse (built
-from source: about 11 minutes, and it needs torch-scatter to import).
+which samples for it, and which compiled package is missing.
+``pip install -e ".[torch-sparse]"`` adds torch-sparse (built from source:
+about 11 minutes, and it needs torch-scatter to import).
 """
 
 from __future__ import annotations

@@ -177,7 +177,8 @@ def run_distributed(args: argparse.Namespace, work: Path) -> None:
             [sys.executable, train.name, "--dataset", "ogbn-products",
              "--dataset_root_dir", str(work / "partitions/ogbn-products/2-parts"),
              "--num_nodes", "2", "--node_rank", str(rank),
-             "--num_epochs", str(args.epochs), "--num_workers", "0",
+             "--num_epochs", str(args.epochs), "--batch_size", str(args.batch_size),
+             "--num_workers", "0",
              "--ddp_port", str(ddp), "--train_loader_port", str(train_port),
              "--test_loader_port", str(test_port)],
             cwd=work, env=env,
@@ -203,6 +204,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--epochs", type=int, default=20, help="distributed: node_ogb_cpu.py's"
     )
+    parser.add_argument(
+        "--batch-size", type=int, default=1024,
+        help="distributed: node_ogb_cpu.py's (it drops a rank's last partial "
+        "batch: a rank needs at least this many training nodes)",
+    )  # fmt: skip
     parser.add_argument(
         "--timeout", type=float, default=3600, help="distributed: seconds"
     )

@@ -18,6 +18,7 @@ from torch_geometric.sampler import (
     NegativeSampling,
     NeighborSampler,
     SamplerOutput,
+    neighbor_sampler,
 )
 from torch_geometric.sampler.base import SubgraphType
 
@@ -72,7 +73,15 @@ def drawing_from(generator: torch.Generator) -> Iterator[None]:
 def _pyg_lib_gates_open() -> Iterator[None]:
     # PyG's NeighborSampler refuses edge times and weights unless pyg-lib is
     # recent enough; this sampler handles both, so its constructor may pass.
-    flags = ("WITH_EDGE_TIME_NEIGHBOR_SAMPLE", "WITH_WEIGHTED_NEIGHBOR_SAMPLE")
+    # Where pyg_orch's backend applies, PyG's sampler module already sees
+    # them provided (pyg_orch.backend); only beside a torch-sparse without
+    # pyg-lib are the global flags opened, for the constructor alone.
+    seen = neighbor_sampler.torch_geometric.typing
+    flags = [
+        flag
+        for flag in ("WITH_EDGE_TIME_NEIGHBOR_SAMPLE", "WITH_WEIGHTED_NEIGHBOR_SAMPLE")
+        if not getattr(seen, flag)
+    ]
     saved = {flag: getattr(pyg_typing, flag) for flag in flags}
     for flag in flags:
         setattr(pyg_typing, flag, True)

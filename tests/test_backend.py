@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 from pathlib import Path
 
@@ -19,8 +20,10 @@ import torch_geometric.typing as pyg_typing
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import ClusterData, ClusterLoader, NeighborLoader
 from torch_geometric.nn import GraphSAGE, HeteroConv, HeteroLinear, SAGEConv, to_hetero
+from torch_geometric.sampler import NeighborSampler
 
 import pyg_orch
+from pyg_orch import OrchNeighborSampler
 from pyg_orch.datasets import load_dataset
 
 ROOT = Path(__file__).parents[1]
@@ -43,6 +46,26 @@ def test_no_global_flag_is_set_and_pyg_lib_ops_paths_stay_off():
                  "WITH_WEIGHTED_NEIGHBOR_SAMPLE", "WITH_SAMPLED_OP"):  # fmt: skip
         assert getattr(pyg_typing, flag) is False, flag
     assert pyg_orch.backend_status()["neighbor_sample"] == "pyg_orch"
+
+
+def test_building_samplers_writes_no_flag(monkeypatch):
+    # Not even for a moment: another thread could read it meanwhile.
+    writes = []
+
+    class Recording(types.ModuleType):
+        def __setattr__(self, name, value):
+            writes.append(name)
+            super().__setattr__(name, value)
+
+    monkeypatch.setattr(pyg_typing, "__class__", Recording)
+    data = _power_law_graph(50, 0)
+    data.edge_time = torch.arange(data.num_edges)
+    data.weight = torch.rand(data.num_edges) + 0.1
+    OrchNeighborSampler(data, [2], time_attr="edge_time")
+    OrchNeighborSampler(data, [2], weight_attr="weight")
+    NeighborSampler(data, [2], time_attr="edge_time")
+    NeighborSampler(data, [2], weight_attr="weight")
+    assert writes == []
 
 
 def test_to_hetero_heterolinear_and_heteroconv_still_work():
@@ -191,6 +214,7 @@ def _run_with_stand_in(package: str, tmp_path: Path) -> str:
     script = textwrap.dedent("""
         import torch
         import pyg_orch
+from pyg_orch import OrchNeighborSampler
         import torch_geometric
         from torch_geometric.loader import cluster
         from torch_geometric.sampler import neighbor_sampler
@@ -224,6 +248,7 @@ def test_the_backend_says_what_it_did_once_in_the_log():
         import logging
         logging.basicConfig(level=logging.INFO)
         import pyg_orch
+from pyg_orch import OrchNeighborSampler
         import torch_geometric
         import pyg_orch.backend
         pyg_orch.backend.install()

@@ -3,9 +3,9 @@
 Where pip cannot install pyg-lib or torch-sparse, PyG's Cluster-GCN and
 distributed examples stop at their first ``ClusterData`` or
 ``NeighborSampler``; ``import pyg_orch`` gives them their backend
-(:mod:`pyg_orch.backend`). This script lays out a graph from an ``.npz``
-file (``pyg_orch.datasets.load_npz``'s format) where the example reads its
-dataset, copies the example with ``import pyg_orch`` added after its
+(:mod:`pyg_orch.backend`). This script lays out a graph (a name or an
+``.npz`` file, as ``pyg-orch train --dataset`` takes) where the example reads
+its dataset, copies the example with ``import pyg_orch`` added after its
 imports, and runs it:
 
 * ``cluster_gcn``: PyG 2.8.0's ``examples/cluster_gcn_reddit.py`` on a
@@ -15,12 +15,14 @@ imports, and runs it:
   ogbn-products-shaped layout (OGB's CSV files; the features reduced to
   products' 100 by PCA, as the example's model reads 100).
 
-``--orch`` runs the same script with PyG's neighbour loaders replaced by
-pyg_orch's (``OrchNeighborLoader``, ``OrchDistNeighborLoader``), to compare.
+The examples run from ``tests/pyg_examples``, where they are vendored
+unchanged, or from a PyG checkout (``--pyg``). ``--orch`` runs the same script
+with PyG's neighbour loaders replaced by pyg_orch's (``OrchNeighborLoader``,
+``OrchDistNeighborLoader``), to compare.
 
 Example:
-    python examples/pyg_examples.py cluster_gcn --pyg PYG_2_8_0 \
-        --npz ../shared/datasets/amazon_photo.npz
+    python examples/pyg_examples.py cluster_gcn \
+        --dataset ../shared/datasets/amazon_photo.npz
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from pyg_orch.datasets.readers import load_npz
+from pyg_orch.datasets import load_dataset
 
 # The example file, the dataset it reads, and the loaders --orch replaces.
 CLUSTER_GCN = "examples/cluster_gcn_reddit.py"
@@ -50,6 +52,8 @@ ORCH_LOADERS = {
     "DistNeighborLoader": ("pyg_orch.distributed", "OrchDistNeighborLoader"),
 }
 PRODUCTS_FEATURES = 100
+# PyG's examples, vendored unchanged, by PyG version.
+VENDORED = Path(__file__).parents[1] / "tests" / "pyg_examples"
 
 
 def with_pyg_orch(source: str, orch: bool) -> str:
@@ -80,9 +84,9 @@ def with_pyg_orch(source: str, orch: bool) -> str:
     return "\n".join([*lines[:end], *added, *lines[end:]]) + "\n"
 
 
-def lay_out_reddit(npz: Path, root: Path, seed: int) -> None:
-    """Writes ``npz``'s graph as PyG's ``Reddit`` reads it, under ``root/raw``."""
-    data = load_npz(npz, seed=seed)
+def lay_out_reddit(dataset: str, root: Path, seed: int) -> None:
+    """Writes ``dataset``'s graph as PyG's ``Reddit`` reads it, under ``root/raw``."""
+    data = load_dataset(dataset, seed=seed)
     raw = root / "raw"
     raw.mkdir(parents=True)
     node_types = 1 * data.train_mask + 2 * data.val_mask + 3 * data.test_mask
@@ -99,9 +103,9 @@ def lay_out_reddit(npz: Path, root: Path, seed: int) -> None:
     sp.save_npz(raw / "reddit_graph.npz", adjacency)
 
 
-def lay_out_products(npz: Path, dataset_dir: Path, seed: int) -> None:
-    """Writes ``npz``'s graph as OGB's ``ogbn-products`` files in ``dataset_dir``."""
-    data = load_npz(npz, seed=seed)
+def lay_out_products(dataset: str, dataset_dir: Path, seed: int) -> None:
+    """Writes ``dataset``'s graph as ogbn-products' OGB files in ``dataset_dir``."""
+    data = load_dataset(dataset, seed=seed)
     folder = dataset_dir / "ogbn_products"
     (folder / "raw").mkdir(parents=True)
     split = folder / "split" / "sales_ranking"
@@ -149,7 +153,7 @@ def _free_ports(count: int) -> list[int]:
 
 def run_cluster_gcn(args: argparse.Namespace, work: Path) -> None:
     """PyG's Cluster-GCN example on the Reddit-shaped layout."""
-    lay_out_reddit(args.npz, work / "data" / "Reddit", args.seed)
+    lay_out_reddit(args.dataset, work / "data" / "Reddit", args.seed)
     examples = work / "examples"
     examples.mkdir()
     script = _copy(args.pyg, CLUSTER_GCN, examples, args.orch)
@@ -159,7 +163,7 @@ def run_cluster_gcn(args: argparse.Namespace, work: Path) -> None:
 
 def run_distributed(args: argparse.Namespace, work: Path) -> None:
     """PyG's partitioning and distributed training examples, two ranks here."""
-    lay_out_products(args.npz, work / "dataset" / "ogbn-products", args.seed)
+    lay_out_products(args.dataset, work / "dataset" / "ogbn-products", args.seed)
     # ogb 1.3.6 reads the file it processed with torch.load's default, which
     # torch 2.6 made weights_only (it refuses PyG's Data): the file is this
     # run's own, so the examples run with torch's old default.
@@ -174,14 +178,32 @@ def run_distributed(args: argparse.Namespace, work: Path) -> None:
     ddp, train_port, test_port = _free_ports(3)
     ranks = [
         subprocess.Popen(
-            [sys.executable, train.name, "--dataset", "ogbn-products",
-             "--dataset_root_dir", str(work / "partitions/ogbn-products/2-parts"),
-             "--num_nodes", "2", "--node_rank", str(rank),
-             "--num_epochs", str(args.epochs), "--batch_size", str(args.batch_size),
-             "--num_workers", "0",
-             "--ddp_port", str(ddp), "--train_loader_port", str(train_port),
-             "--test_loader_port", str(test_port)],
-            cwd=work, env=env,
+            [
+                sys.executable,
+                train.name,
+                "--dataset",
+                "ogbn-products",
+                "--dataset_root_dir",
+                str(work / "partitions/ogbn-products/2-parts"),
+                "--num_nodes",
+                "2",
+                "--node_rank",
+                str(rank),
+                "--num_epochs",
+                str(args.epochs),
+                "--batch_size",
+                str(args.batch_size),
+                "--num_workers",
+                "0",
+                "--ddp_port",
+                str(ddp),
+                "--train_loader_port",
+                str(train_port),
+                "--test_loader_port",
+                str(test_port),
+            ],
+            cwd=work,
+            env=env,
         )  # fmt: skip
         for rank in range(2)
     ]
@@ -195,27 +217,42 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("example", choices=["cluster_gcn", "distributed"])
     parser.add_argument(
-        "--pyg", type=Path, required=True,
+        "--pyg", type=Path, default=None,
         help="a PyG checkout holding examples/ (2.8.0 for cluster_gcn, 2.6.0 "
-        "for distributed: `git archive 2.6.0 examples`)",
+        "for distributed: `git archive 2.6.0 examples`) (default: the copies "
+        "in tests/pyg_examples)",
     )  # fmt: skip
-    parser.add_argument("--npz", type=Path, required=True, help="the graph")
-    parser.add_argument("--seed", type=int, default=0, help="the split's seed")
     parser.add_argument(
-        "--epochs", type=int, default=20, help="distributed: node_ogb_cpu.py's"
-    )
+        "--dataset", default="cora",
+        help="the graph: a name or an .npz path, as pyg-orch train --dataset "
+        "takes (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--seed", type=int, default=0,
+        help="the split's seed for .npz graphs (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--epochs", type=int, default=20,
+        help="distributed: node_ogb_cpu.py's (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument(
         "--batch-size", type=int, default=1024,
         help="distributed: node_ogb_cpu.py's (it drops a rank's last partial "
-        "batch: a rank needs at least this many training nodes)",
+        "batch: a rank needs at least this many training nodes) (default: "
+        "%(default)s)",
     )  # fmt: skip
     parser.add_argument(
-        "--timeout", type=float, default=3600, help="distributed: seconds"
-    )
+        "--timeout", type=float, default=3600,
+        help="distributed: seconds the ranks may take (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument(
-        "--orch", action="store_true", help="with pyg_orch's neighbour loaders"
-    )
+        "--orch", action="store_true",
+        help="with pyg_orch's neighbour loaders (default: PyG's)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.pyg is None:
+        version = "2.8.0" if args.example == "cluster_gcn" else "2.6.0"
+        args.pyg = VENDORED / version
     with tempfile.TemporaryDirectory() as folder:
         if args.example == "cluster_gcn":
             run_cluster_gcn(args, Path(folder))

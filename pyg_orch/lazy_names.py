@@ -40,6 +40,6 @@ def lazy_names(
         return value
 
     def __dir__() -> list[str]:
-        return sorted([*namespace, *exports])
+        return sorted({*namespace, *exports})
 
     return __getattr__, __dir__

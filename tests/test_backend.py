@@ -214,7 +214,6 @@ def _run_with_stand_in(package: str, tmp_path: Path) -> str:
     script = textwrap.dedent("""
         import torch
         import pyg_orch
-from pyg_orch import OrchNeighborSampler
         import torch_geometric
         from torch_geometric.loader import cluster
         from torch_geometric.sampler import neighbor_sampler
@@ -248,7 +247,6 @@ def test_the_backend_says_what_it_did_once_in_the_log():
         import logging
         logging.basicConfig(level=logging.INFO)
         import pyg_orch
-from pyg_orch import OrchNeighborSampler
         import torch_geometric
         import pyg_orch.backend
         pyg_orch.backend.install()

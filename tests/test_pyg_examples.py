@@ -21,7 +21,6 @@ import pytest
 from pyg_orch.datasets import load_dataset
 
 ROOT = Path(__file__).parents[1]
-EXAMPLES = Path(__file__).parent / "pyg_examples"
 
 
 @pytest.fixture
@@ -46,9 +45,7 @@ def _run(*args: str) -> str:
 
 @pytest.mark.slow
 def test_pyg_cluster_gcn_example_trains(cora_npz):
-    output = _run(
-        "cluster_gcn", "--pyg", str(EXAMPLES / "2.8.0"), "--npz", str(cora_npz)
-    )
+    output = _run("cluster_gcn", "--dataset", str(cora_npz))
     last = re.findall(
         r"Epoch: 30, Loss: [\d.]+, Train: [\d.]+, Val: [\d.]+, test: ([\d.]+)", output
     )
@@ -59,7 +56,7 @@ def test_pyg_cluster_gcn_example_trains(cora_npz):
 @pytest.mark.slow
 def test_pyg_distributed_examples_partition_and_train(cora_npz):
     output = _run(
-        "distributed", "--pyg", str(EXAMPLES / "2.6.0"), "--npz", str(cora_npz),
+        "distributed", "--dataset", str(cora_npz),
         "--epochs", "30", "--batch-size", "128", "--timeout", "600",
     )  # fmt: skip
     assert "Computing METIS partitioning..." in output

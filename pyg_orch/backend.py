@@ -18,12 +18,12 @@ run unchanged on pyg_orch's kernels:
 * ``ClusterData`` partitions with pyg_orch's METIS
   (:func:`~pyg_orch.distributed.metis.metis_edge_parts`);
 * ``torch_geometric.distributed`` gets its ops and fixes
-  (:func:`pyg_orch.distributed.install`) when it is imported.
+  (:func:`~pyg_orch.distributed.engine.fixes.install`) when it is imported.
 
 Each step runs once torch_geometric (or its distributed package) is imported,
 so ``import pyg_orch`` stays fast; with pyg-lib or torch-sparse installed,
-pyg_orch replaces nothing of theirs. :func:`backend_status` says what provides
-what.
+pyg_orch replaces nothing of theirs. :func:`~pyg_orch.backend_status` says
+what provides what.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ _done: set[str] = set()
 
 
 def native_backends() -> list[str]:
-    """The compiled packages of :data:`NATIVE` present in this environment.
+    """The compiled packages of ``NATIVE`` present in this environment.
 
     Example:
         >>> native_backends()  # pip cannot install them here
@@ -221,7 +221,7 @@ def op_defined(namespace: str, name: str) -> bool:
 
 
 def register_ops() -> list[str]:
-    """Defines the sampling ops of :data:`SCHEMAS` not defined yet; idempotent.
+    """Defines the sampling ops of ``SCHEMAS`` not defined yet; idempotent.
 
     Each runs its function of :mod:`pyg_orch.sample_ops`, imported on the
     first call (so defining them imports nothing of pyg_orch).
@@ -306,7 +306,7 @@ def backend_status() -> dict[str, str]:
 
 
 def status_lines() -> str:
-    """:func:`backend_status` as ``pyg-orch --version`` prints it.
+    """:func:`~pyg_orch.backend_status` as ``pyg-orch --version`` prints it.
 
     Example:
         >>> print(status_lines().splitlines()[0])

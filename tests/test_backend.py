@@ -233,6 +233,7 @@ def _run_with_stand_in(package: str, tmp_path: Path) -> str:
     return result.stdout
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch_geometric
 @pytest.mark.parametrize("package", ["pyg_lib", "torch_sparse"])
 def test_nothing_is_replaced_when_a_native_package_is_there(package, tmp_path):
     lines = _run_with_stand_in(package, tmp_path).split("\n")
@@ -242,6 +243,7 @@ def test_nothing_is_replaced_when_a_native_package_is_there(package, tmp_path):
     assert lines[3] == "False False"  # no op of ours in their namespaces
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch_geometric
 def test_the_backend_says_what_it_did_once_in_the_log():
     script = textwrap.dedent("""
         import logging
@@ -260,6 +262,7 @@ def test_the_backend_says_what_it_did_once_in_the_log():
     assert result.stderr.count("pyg_orch samples and partitions") == 1
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch_geometric
 def test_version_lists_the_backend():
     result = subprocess.run(
         [sys.executable, "-m", "pyg_orch", "--version"], capture_output=True,

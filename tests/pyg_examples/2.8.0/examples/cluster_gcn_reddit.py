@@ -1,5 +1,5 @@
 # Copied from pyg-team/pytorch_geometric 2.8.0, examples/cluster_gcn_reddit.py (MIT license,
-# Copyright (c) 2023 PyG Team), unchanged. Run by tests/test_pyg_examples.py.
+# Copyright (c) 2023 PyG Team), unchanged. Run by examples/pyg_examples.py.
 import time
 
 import torch

@@ -1,5 +1,5 @@
 # Copied from pyg-team/pytorch_geometric 2.6.0, examples/distributed/pyg/node_ogb_cpu.py (MIT license,
-# Copyright (c) 2023 PyG Team), unchanged. Run by tests/test_pyg_examples.py.
+# Copyright (c) 2023 PyG Team), unchanged. Run by examples/pyg_examples.py.
 import argparse
 import os.path as osp
 import time

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from pyg_orch.allocator import KEEP_BYTES, keeps_freed_memory
 from pyg_orch.benchmark import dgl_peer
 from pyg_orch.benchmark.bf16_support import bf16_support
 from pyg_orch.benchmark.graph import BENCHMARK_DEFAULTS, add_graph_arguments
@@ -129,6 +130,8 @@ class Measurement:
     gathered_mb: float
     peak_rss_mb: float
     setup_s: float
+    # Whether the process kept freed memory for reuse (pyg_orch.allocator).
+    kept_freed_memory: bool = False
 
     @property
     def total_ms(self) -> float:
@@ -185,6 +188,7 @@ def _measure(
         medians[5] / 2**20,
         peak_kb / 1024,
         setup_s,
+        keeps_freed_memory(),
     )
 
 
@@ -348,3 +352,10 @@ def _print_table(results: list[Measurement]) -> None:
         "speed-up: baseline ms/batch over this row's; memory: this row's peak RSS "
         "over the baseline's (each configuration runs in its own spawned process)."
     )
+    kept = [r.name for r in results if r.kept_freed_memory]
+    if kept:
+        print(
+            f"allocator: glibc keeps freed blocks below {KEEP_BYTES >> 20} MiB "
+            f"for reuse (pyg_orch.allocator) in {', '.join(kept)}; the C "
+            f"library's default in the others"
+        )

@@ -90,9 +90,7 @@ def _rank(
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
     stores = pd.load_partition(root, rank, world_size)
     owner = stores[1].node_pb
-    seeds = pd.split_seeds(
-        pd.load_splits(root)["train_mask"], owner, rank, world_size
-    )
+    seeds = pd.split_seeds(pd.load_splits(root)["train_mask"], owner, rank, world_size)
     context = DistContext(
         rank=rank, global_rank=rank, world_size=world_size,
         global_world_size=world_size, group_name="benchmark-partitioned",

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch_geometric.data import Data
 
+from pyg_orch.allocator import allocator_status
 from pyg_orch.benchmark.bf16_support import bf16_support
 from pyg_orch.benchmark.graph import (
     BENCHMARK_DEFAULTS,
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> BarChart:
         f"{len(batches) - 1} batches x {args.rounds} rounds, each way once per batch "
         f"in turn (after one warm-up batch); {torch.get_num_threads()} threads"
     )
+    print(f"allocator: {allocator_status()}")
     if "bf16" in args.precisions:
         print(bf16_support())
         print(

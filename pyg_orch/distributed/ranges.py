@@ -533,4 +533,3 @@ def load_splits(root: str | Path) -> dict[Any, Any]:
         return value.as_subclass(PartitionIds)
 
     return marked(torch.load(path, weights_only=True))
-

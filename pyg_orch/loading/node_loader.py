@@ -57,7 +57,9 @@ class OrchNeighborLoader(OrchLoader, NeighborLoader):
     page-locked buffers), and ``device_cache`` keeps the static hot
     aggregates and the raw features of the most often gathered vertices
     there. Use the loader as a context
-    manager, or call :meth:`close`, to stop its threads early.
+    manager, or call :meth:`close`, to stop its threads early. Building a
+    loader makes the process keep freed memory for the next batch
+    (:func:`~pyg_orch.allocator.keep_freed_memory`).
 
     Args:
         data: the graph, a :class:`~torch_geometric.data.Data` or

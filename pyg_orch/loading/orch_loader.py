@@ -23,6 +23,7 @@ from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from typing_extensions import Self
 
+from pyg_orch.allocator import keep_freed_memory
 from pyg_orch.hot.cache import HotCache
 from pyg_orch.hot.choice import HotRatio, HotSet
 from pyg_orch.hot.options import HotOptions
@@ -108,6 +109,8 @@ class OrchLoader:
             device_cache=device_cache, check_finite=check_finite, no_hops=no_hops,
             **{key: given[key] for key in _CHECKED if key in given},
         )  # fmt: skip
+        # Each batch's tensors reuse the last batch's memory, already mapped.
+        keep_freed_memory()
         user_data, data = data, with_feature_dtype(data, feature_dtype)
         if "batch_size" in kwargs:
             # A NumPy int passes the check, but DataLoader takes only an int.

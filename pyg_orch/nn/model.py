@@ -14,6 +14,7 @@ from torch_geometric.data import Data, HeteroData
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 from pyg_orch.aggregation import HALF_WIDTHS
+from pyg_orch.allocator import keep_freed_memory
 from pyg_orch.loading.graph_inputs import edge_values
 from pyg_orch.loading.node_loader import OrchNeighborLoader
 from pyg_orch.loading.orch_loader import OrchLoader
@@ -140,6 +141,7 @@ class OrchModel(torch.nn.Module):
     ):
         check_model_arguments(model, loader)
         super().__init__()
+        keep_freed_memory()  # each step reuses the last one's memory
         # A heterogeneous model runs through hooks on its relation convs.
         self._hetero = None if isinstance(model, BasicGNN) else HeteroLayers(model)
         check_precision(precision, model)

@@ -77,6 +77,9 @@ class _Aggregate(torch.autograd.Function):
             out[hot_index] = hot_value.to(out.dtype)
         ctx.kind, ctx.num_src, ctx.relu = kind, x.size(0), relu
         ctx.x_dtype = x.dtype
+        # An output left unused (the root rows, where another node type's
+        # are the root) gets no zero-filled gradient.
+        ctx.set_materialize_grads(False)
         # Unrectified x masks the relu's gradient as well: both are <= 0 at once.
         ctx.save_for_backward(rowptr, col, x if relu or kind == "max" else None, out)
         root = x[:num_dst]
@@ -87,6 +90,8 @@ class _Aggregate(torch.autograd.Function):
         if not ctx.needs_input_grad[0]:
             return (None,) * 9
         rowptr, col, x, out = ctx.saved_tensors
+        if grad_out is None:
+            grad_out = torch.zeros_like(out)
         # Every row is written: no zero fill.
         grad_x = grad_out.new_empty(ctx.num_src, grad_out.size(1), dtype=ctx.x_dtype)
         root = None if grad_root is None else kernel_array(grad_root.contiguous())

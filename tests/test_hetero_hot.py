@@ -825,3 +825,43 @@ def test_edge_values_are_exact_against_the_whole_graph(valued, make, hot_ratio):
         inferred = orch.inference(valued)
     for node_type, value in whole.items():
         check_close(inferred[node_type], value)
+
+
+# Relation convs aggregated by pyg_orch's kernels ----------------------------
+
+
+def test_sage_relations_aggregate_with_the_kernels_not_torch_sparse(data):
+    model, _ = build(sage, data)
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3
+    )
+    orch = OrchModel(model, loader)
+    batch = next(iter(loader))
+    with torch.profiler.profile() as profiler:
+        orch(batch).sum().backward()
+    names = {event.name for event in profiler.events()}
+    assert {"_Aggregate", "_AggregateBackward"} <= names
+    assert not any("sparse" in name for name in names)
+
+
+def test_a_relation_conv_with_a_forward_hook_runs_through_pyg(data):
+    # The hook sees the conv's real inputs (not the no rows PyG's forward
+    # gets on the kernels' path), and the outputs are those of that path.
+    model, _ = build(sage, data)
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3
+    )
+    orch = OrchModel(model, loader)
+    batch = next(iter(loader))
+    fused = orch(batch)
+    seen = []
+    conv = model.get_submodule("convs.0.author__writes__paper")
+    handle = conv.register_forward_pre_hook(
+        lambda module, args: seen.append(args[0][0].size(0))
+    )
+    try:
+        through_pyg = orch(batch)
+    finally:
+        handle.remove()
+    assert len(seen) == 1 and seen[0] > 0
+    check_close(fused, through_pyg)

@@ -161,7 +161,7 @@ class BasicLayers:
         return self._conv(conv, x, num_dst, edges, hot, edge_values or {})
 
     def fused_kind(self, conv: torch.nn.Module) -> str | None:
-        return fused_kind(conv, own_hook=self._inject_hot_rows)
+        return fused_kind(conv, own_hooks=(self._inject_hot_rows,))
 
     def _defers_relu(self, layer: int, edge_values: bool) -> bool:
         # Whether the relu after `layer` is left to the next layer's

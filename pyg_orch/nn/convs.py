@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any
+from collections.abc import Collection
 
 import torch
 import torch.nn.functional as F
@@ -71,22 +71,23 @@ def reads_edge_value(conv: torch.nn.Module, name: str) -> bool:
 _OWN_FORMULA = (SAGEConv, GraphConv, GINConv)
 
 
-# MessagePassing's own hooks: a conv with any runs through propagate.
-_PROPAGATE_HOOKS = tuple(
+# Every hook dict of a MessagePassing: a conv with any but the caller's own
+# runs through PyG's own forward and propagate.
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks") + tuple(
     f"_{stage}_forward{when}_hooks"
     for stage in ("propagate", "message", "aggregate", "message_and_aggregate")
     for when in ("_pre", "")
 )
 
 
-def fused_kind(conv: torch.nn.Module, own_hook: Any = None) -> str | None:
+def fused_kind(conv: torch.nn.Module, own_hooks: Collection = ()) -> str | None:
     """The aggregation ``OrchModel`` computes itself for ``conv``, or ``None``.
 
     For these convs the wrappers aggregate with
     :func:`~pyg_orch.aggregation.aggregate_neighbours` and apply the conv's
     own layers with :func:`conv_output`, instead of calling the conv (whose
     ``propagate`` would go through ``torch.sparse.mm``). Subclasses, convs
-    with hooks (but ``own_hook``, the caller's) and convs being explained
+    with hooks (but ``own_hooks``, the caller's) and convs being explained
     keep PyG's own path, so that everything they observe still happens.
 
     Example:
@@ -95,10 +96,8 @@ def fused_kind(conv: torch.nn.Module, own_hook: Any = None) -> str | None:
     """
     if type(conv) not in _OWN_FORMULA or conv.explain:
         return None
-    if conv._forward_hooks or conv._forward_pre_hooks:
-        return None
-    for name in _PROPAGATE_HOOKS:
-        if any(hook != own_hook for hook in getattr(conv, name).values()):
+    for name in _HOOKS:
+        if any(hook not in own_hooks for hook in getattr(conv, name).values()):
             return None
     kind = cache_kind(conv)
     return kind if kind in ("sum", "mean", "max") else None

@@ -18,17 +18,23 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.parameter import is_lazy
 from torch_geometric.data import HeteroData
-from torch_geometric.nn.conv import MessagePassing
+from torch_geometric.nn.conv import GraphConv, MessagePassing, SAGEConv
 
+from pyg_orch.aggregation import aggregate_neighbours
 from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.loading.graph_inputs import edge_values
 from pyg_orch.nn.convs import (
     FUSED,
     cache_kind,
     cold_rows,
+    conv_output,
     csr_adjacency,
+    fused_kind,
     reads_edge_value,
+    row_pointers,
+    sort_by_destination,
 )
 from pyg_orch.nn.whole_graph import WholeGraph
 
@@ -179,12 +185,14 @@ class HeteroLayers:
         for relation, conv in convs:
             self.bottom.setdefault(relation, conv)
             conv.register_forward_pre_hook(self._trim, with_kwargs=True)
-            conv.register_forward_hook(self._forget_hot_rows)
+            conv.register_forward_hook(self._finish)
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
         self._forward: _Forward | None = None
         # (hot rows or None for all rows, their values) of the conv running.
         self._hot_rows: tuple[Tensor | None, Tensor] | None = None
+        # The output of the conv running, where _trim computed it itself.
+        self._output: Tensor | None = None
         # Each relation's CSC form, built by the first inference on a graph.
         self._whole_graphs: dict[EdgeType, WholeGraph] = {}
 
@@ -371,7 +379,7 @@ class HeteroLayers:
             out = self._call(x, edge_index, values)
             calls = self._forward.calls
         finally:
-            self._forward, self._hot_rows = None, None
+            self._forward, self._hot_rows, self._output = None, None, None
         wrong = {r: n for r, n in calls.items() if n != num_layers}
         if wrong:
             raise ValueError(
@@ -437,6 +445,17 @@ class HeteroLayers:
             src, dst = src[keep], dst[keep]
             self._hot_rows = (forward.hot_index[target], forward.hot_agg[relation])
         inputs = (_rows(x_src, num_src), _rows(x_dst, num_dst))
+        kind = None if given else self._fused_kind(conv, x_dst)
+        if kind is not None:
+            self._output = _fused_relation(
+                conv, kind, inputs, x_src is x_dst, (src, dst), self._hot_rows
+            )
+            self._hot_rows = None
+            # PyG's forward runs on no rows; _finish returns the output.
+            kwargs["size"] = (0, 0)
+            rest, kwargs = _cut_values(rest, kwargs, lambda value: value[:0])
+            no_rows = tuple(rows.new_empty((0, rows.size(1))) for rows in inputs)
+            return (no_rows, edge_index.new_empty((2, 0)), *rest), kwargs
         edges = _edges(conv, src, dst, inputs[0], num_dst, kwargs, given)
         rest, kwargs = _cut_values(rest, kwargs, lambda value: value[:num_edges][keep])
         return (inputs, edges, *rest), kwargs
@@ -489,8 +508,21 @@ class HeteroLayers:
             return hot_value.to(output.dtype)  # every row: nothing to keep
         return output.index_copy(0, hot_index, hot_value.to(output.dtype))
 
-    def _forget_hot_rows(self, module: Any, inputs: Any, output: Any) -> None:
-        self._hot_rows = None
+    def _fused_kind(self, conv: Any, x_dst: Any) -> str | None:
+        # The aggregation _trim computes itself for conv: a SAGEConv or
+        # GraphConv (GINConv's nn may hold a norm that refuses no rows) with
+        # no hooks but these and root rows given.
+        if not isinstance(conv, SAGEConv | GraphConv) or not isinstance(x_dst, Tensor):
+            return None
+        if any(is_lazy(parameter) for parameter in conv.parameters()):
+            return None
+        hooks = (self._trim, self._finish, self._inject_hot_rows)
+        return fused_kind(conv, own_hooks=hooks)
+
+    def _finish(self, module: Any, inputs: Any, output: Any) -> Tensor | None:
+        # The output _trim computed, in place of PyG's on no rows.
+        output, self._output, self._hot_rows = self._output, None, None
+        return output
 
 
 def _per_hop_counts(
@@ -527,6 +559,27 @@ def _seed_rows(batch: HeteroData, out: Any, nodes: dict[str, list[int]]) -> Any:
         for node_type, value in out.items()
         if nodes.get(node_type, [0])[0] > 0
     }
+
+
+def _fused_relation(
+    conv: Any,
+    kind: str,
+    inputs: tuple[Tensor, Tensor],
+    same_type: bool,
+    edges: tuple[Tensor, Tensor],
+    hot: tuple[Tensor | None, Tensor] | None,
+) -> Tensor:
+    # The conv's output by pyg_orch's aggregation, as BasicLayers computes a
+    # fused conv's. On a relation within one node type, the destinations'
+    # rows are the sources' first rows, whose gradient the aggregation adds
+    # as it writes the sources' (no zero-filled gradient of a slice).
+    x_src, x_dst = inputs
+    src, dst = sort_by_destination(*edges)
+    hot_index, hot_value = hot if hot is not None else (None, None)
+    aggregation, root = aggregate_neighbours(
+        x_src, row_pointers(dst, x_dst.size(0)), src, kind, hot_index, hot_value
+    )
+    return conv_output(conv, aggregation, root if same_type else x_dst)
 
 
 def _edges(

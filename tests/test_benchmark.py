@@ -139,6 +139,21 @@ def test_step_benchmark_times_both_ways_and_profiles(capsys):
     assert abs(sum(shares.values()) - 100) <= 3
 
 
+def test_step_benchmark_profiles_the_heterogeneous_step(capsys):
+    argv = ["step", "--hetero", "--scale", "0.002", "--batch-size", "32",
+            "--batches", "2", "--rounds", "1", "--hidden-channels", "16",
+            "--num-features", "8"]  # fmt: skip
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ogbn-mag-shaped graph") and "HeteroConv" in lines[0]
+    ours = next(line for line in lines if line.startswith("pyg_orch aggregation"))
+    pyg = next(line for line in lines if line.startswith("PyG propagate"))
+    assert ours.endswith("1.00x") and float(pyg.split()[-6]) > 0
+    shares = _profile_shares(lines, "fp32")
+    # The relation convs aggregate with the kernels.
+    assert shares["products"] > 0 and shares["aggregation"] > 0
+
+
 def test_step_benchmark_times_bf16_on_the_same_batches(capsys):
     argv = ["step", "--num-nodes", "3000", "--batch-size", "64", "--batches", "2",
             "--rounds", "1", "--hidden-channels", "16",

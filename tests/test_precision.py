@@ -128,6 +128,48 @@ def test_a_bf16_step_casts_no_activation(name, hot_ratio):
     assert batch.x.numel() > allowed  # one cast of the features would tell
 
 
+def _elements_copied(step) -> int:
+    # Elements copied within one dtype in a step (aten::copy_ not under a
+    # cast), but addmm's: it starts the product's output from the bias.
+    with torch.profiler.profile(record_shapes=True) as profiler:
+        step()
+    return sum(
+        math.prod(event.input_shapes[0])
+        for event in profiler.events()
+        if event.name == "aten::copy_"
+        and event.input_shapes
+        and event.cpu_parent is not None
+        and event.cpu_parent.name not in ("aten::addmm", "aten::_to_copy")
+    )
+
+
+@pytest.mark.parametrize("name", ["sage", "gin"])
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.3])
+def test_an_fp32_step_copies_no_activation(name, hot_ratio):
+    # No layer's rows are copied in forward or backward (no .contiguous()
+    # of a view, index_copy, cat or gradient of a slice); Adam's step copies
+    # scalars, the loss's slice of the logits their gradient.
+    data = graph()
+    data.x = torch.randn(data.num_nodes, 96)
+    torch.manual_seed(0)
+    model = MODELS[name](96, 32, num_layers=3, out_channels=4)
+    loader = OrchNeighborLoader(data, [8, 4, 2], batch_size=16, hot_ratio=hot_ratio)
+    orch = OrchModel(model, loader)
+    optimizer = torch.optim.Adam(orch.parameters())
+    batch = next(iter(loader))
+
+    def step():
+        optimizer.zero_grad()
+        orch(batch).square().mean().backward()
+        optimizer.step()
+
+    step()  # the first step of a kernel specialisation compiles it
+    logits = batch.batch_size * 4
+    allowed = logits + 64
+    assert _elements_copied(step) <= allowed
+    assert 32 * batch.num_sampled_nodes[0] > allowed  # one layer's seed rows
+
+
 def test_fp16_is_refused_on_the_cpu_with_the_fix():
     data = graph()
     orch = OrchModel(GraphSAGE(data.num_features, 8, num_layers=1), precision="fp16")

@@ -10,7 +10,12 @@ on the same batches in bfloat16, and prints the CPU's bfloat16 support.
 Then profiles pyg_orch's steps with the torch profiler and splits their time
 into matrix products (the floor: the same products in any implementation),
 aggregation, casts, the optimizer and the rest. The default run takes about
-two minutes on 2 CPU cores, most of it choosing the hot vertices."""
+two minutes on 2 CPU cores, most of it choosing the hot vertices.
+
+With ``--hetero`` it does the same for the epoch benchmark's heterogeneous
+task (``HeteroConv(SAGEConv)`` on the ogbn-mag-shaped graph, wrapped in
+``OrchModel``): the relation convs aggregated by pyg_orch's kernels against
+the same convs through PyG's ``propagate``."""
 
 from __future__ import annotations
 
@@ -19,9 +24,9 @@ import copy
 import itertools
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch_geometric.data import Data
 
@@ -33,11 +38,18 @@ from pyg_orch.benchmark.graph import (
     benchmark_graph,
 )
 from pyg_orch.benchmark.plot import BarChart
-from pyg_orch.benchmark.tasks import graph_sage, loader_arguments
+from pyg_orch.benchmark.tasks import (
+    configuration,
+    graph,
+    graph_sage,
+    loader_arguments,
+    loss,
+)
 from pyg_orch.benchmark.timing import median_ms
 from pyg_orch.loading.node_loader import OrchNeighborLoader
+from pyg_orch.nn.hetero_layers import relation_convs
 from pyg_orch.nn.model import OrchModel
-from pyg_orch.options import add_option, hot_fraction, positive_int
+from pyg_orch.options import add_option, hot_fraction, positive_float, positive_int
 
 # Profiler rows by what they are: the products, pyg_orch's aggregation (and
 # what runs inside it), the casts, the optimizer's step (all it runs).
@@ -76,21 +88,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3,
         help="passes over the batches (default: %(default)s)",
     )
+    parser.add_argument(
+        "--hetero",
+        action="store_true",
+        help="the step of the epoch benchmark's heterogeneous task instead: "
+        "HeteroConv(SAGEConv) on the ogbn-mag-shaped graph, fp32 (default: off)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=positive_float,
+        default=1.0,
+        help="with --hetero: fraction of ogbn-mag's size; 1 is 1.9M nodes and "
+        "42M edges with reverses (default: %(default)s)",
+    )
 
 
 def saved_name(args: argparse.Namespace) -> str:
-    """The name ``--save`` gives this run's table: ``step``, or ``step_bf16``.
+    """The name ``--save`` gives this run's table: ``step``, ``step_bf16``...
 
     Example:
         >>> saved_name(argparse.Namespace(precisions=["fp32", "bf16"]))
         'step_bf16'
+        >>> saved_name(argparse.Namespace(precisions=["fp32"], hetero=True))
+        'step_hetero'
     """
+    if getattr(args, "hetero", False):
+        return "step_hetero"
     narrow = [p for p in args.precisions if p != "fp32"]
     return "_".join(["step", *narrow])
 
 
 def run(args: argparse.Namespace) -> BarChart:
     """Builds the graph and batches, times every way, profiles, prints."""
+    if getattr(args, "hetero", False):
+        return _run_hetero(args)
     data, description = benchmark_graph(args)
     torch.manual_seed(args.seed)
     loader = OrchNeighborLoader(
@@ -125,23 +156,53 @@ def run(args: argparse.Namespace) -> BarChart:
     }
     if "fp32" in steps:
         ways["PyG propagate (torch.sparse.mm)"] = (
-            lambda: _hook_convs(models["fp32"]), steps["fp32"], batches,
+            lambda: _hooked(models["fp32"].model.convs), steps["fp32"], batches,
         )  # fmt: skip
-    milliseconds = _interleaved(ways, args.rounds)
+    return _report(ways, steps, inputs, args.rounds)
+
+
+def _report(ways, steps, inputs, rounds: int) -> BarChart:
+    # Times the ways interleaved, then profiles pyg_orch's step of each
+    # precision; prints both.
+    milliseconds = _interleaved(ways, rounds)
     first = next(iter(milliseconds.values()))
     for name, ms in milliseconds.items():
         print(f"{name:<34}{ms:>9.1f} ms per train step{ms / first:>8.2f}x")
     shares = {
-        precision: _profile(steps[precision], inputs[precision][1:], precision)
-        for precision in args.precisions
+        precision: _profile(step, inputs[precision][1:], precision)
+        for precision, step in steps.items()
     }
-    products = next(iter(shares.values()))["products"]
+    precision, products = next((p, s["products"]) for p, s in shares.items())
     return BarChart(
         "train step (median ms)", list(milliseconds),
         {"ms": list(milliseconds.values())},
-        f"ms per step; products {products:.0%} of pyg_orch's "
-        f"{args.precisions[0]} step",
+        f"ms per step; products {products:.0%} of pyg_orch's {precision} step",
     )  # fmt: skip
+
+
+def _run_hetero(args: argparse.Namespace) -> BarChart:
+    # The heterogeneous step: the kernels' relation convs against PyG's.
+    if args.precisions != ["fp32"]:
+        raise ValueError("--hetero: fp32 only; leave --precisions out")
+    data, description = graph("hetero", args)
+    torch.manual_seed(args.seed)
+    loader, model, forward = configuration("hetero", data, args, args.hot_ratio)
+    step = _step(model, forward, "hetero")
+    batches = list(itertools.islice(loader, args.batches + 1))
+    print(
+        f"{description}; HeteroConv(SAGEConv) hidden {args.hidden_channels}, "
+        f"fan-outs {args.num_neighbors}, batch {args.batch_size}, hot ratio "
+        f"{args.hot_ratio:g}; {len(batches) - 1} batches x {args.rounds} rounds, "
+        f"each way once per batch in turn (after one warm-up batch); "
+        f"{torch.get_num_threads()} threads"
+    )
+    print(f"allocator: {allocator_status()}")
+    convs = [conv for _, conv in relation_convs(model.model)]
+    ways = {
+        "pyg_orch aggregation (Numba)": (_no_hooks, step, batches),
+        "PyG propagate (torch.sparse.mm)": (lambda: _hooked(convs), step, batches),
+    }
+    return _report(ways, {"fp32": step}, {"fp32": batches}, args.rounds)
 
 
 def _tag(precision: str) -> str:
@@ -157,13 +218,13 @@ def _in_bf16(batch: Data) -> Data:
     return narrow
 
 
-def _step(model: OrchModel) -> Callable[[Data], None]:
+def _step(model: OrchModel, forward=None, task: str = "node") -> Callable:
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
+    forward = forward or model
 
-    def step(batch: Data) -> None:
+    def step(batch: Any) -> None:
         optimizer.zero_grad()
-        out = model(batch)
-        F.cross_entropy(out, batch.y[: batch.batch_size]).backward()
+        loss(task, forward(batch), batch).backward()
         with record_function(_OPTIMIZER):
             optimizer.step()
 
@@ -174,11 +235,11 @@ def _no_hooks() -> list:
     return []
 
 
-def _hook_convs(model: OrchModel) -> list:
+def _hooked(convs) -> list:
     # A conv with a forward hook runs through PyG's propagate.
     return [
         conv.register_forward_hook(lambda module, inputs, output: None)
-        for conv in model.model.convs
+        for conv in convs
     ]
 
 

@@ -23,7 +23,8 @@ gives every source NaN, as torch's ``0 * (grad / 0)`` does.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, parallel_chunksize, prange
+from numba import njit, parallel_chunksize, prange, types
+from numba.extending import overload
 
 from pyg_orch.kernels.aggregate import AGGREGATIONS
 from pyg_orch.kernels.half_width import HALF_WIDTH_BITS, as_float, narrow_row
@@ -56,18 +57,12 @@ def _transpose(rowptr: np.ndarray, col: np.ndarray, num_src: int):
 
 
 @parallel_kernel(cache=True, nogil=True)
-def _scale_kernel(rowptr, col, grad_out, code, x, out, scaled) -> None:
-    # The share of each destination's gradient every source at it receives.
+def _scale_kernel(rowptr, col, grad_out, x, out, scaled) -> None:
+    # The share of a max's gradient every source at the maximum receives;
+    # torch also counts the zero its scatter starts from.
     for i in prange(grad_out.shape[0]):
         lo, hi = rowptr[i], rowptr[i + 1]
-        g, s = grad_out[i], scaled[i]
-        if code == _MEAN:
-            degree = max(hi - lo, 1)
-            for f in range(g.shape[0]):
-                s[f] = as_float(g[f]) / degree
-            continue
-        # Max: torch also counts the zero its scatter starts from.
-        o = out[i]
+        g, s, o = grad_out[i], scaled[i], out[i]
         for f in range(g.shape[0]):
             s[f] = 1.0 if as_float(o[f]) == 0.0 else 0.0
         for e in range(lo, hi):
@@ -79,9 +74,27 @@ def _scale_kernel(rowptr, col, grad_out, code, x, out, scaled) -> None:
             s[f] = as_float(g[f]) / s[f]
 
 
+def _reciprocal(row, count):  # pragma: no cover - replaced by the overload
+    """1 / count in the dtype of ``row``'s elements."""
+    return 1.0 / count
+
+
+@overload(_reciprocal, inline="always")
+def _reciprocal_overload(row, count):
+    # float32 rows multiply by a float32 share: a float64 one would make the
+    # loop over the row run in float64, at half the vector width.
+    if row.dtype == types.float64:
+        return lambda row, count: 1.0 / count
+    return lambda row, count: np.float32(1.0) / np.float32(count)
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _gradient_row(srcptr, rows, scaled, code, x, out, grad_root, active, u, o):
-    # Source u's gradient into the float row o.
+def _gradient_row(
+    srcptr, rows, rowptr, scaled, code, x, out, grad_root, active, u, o
+) -> None:
+    # Source u's gradient into the float row o. For a mean, scaled is the
+    # output's gradient, divided by each row's degree here as it is read
+    # (half the bytes of a scaled float32 copy, for bfloat16 gradients).
     if u < grad_root.shape[0]:
         root = grad_root[u]
         for f in range(o.shape[0]):
@@ -100,28 +113,36 @@ def _gradient_row(srcptr, rows, scaled, code, x, out, grad_root, active, u, o):
                     # torch adds 0 * share: NaN where the share is not finite
                     # (a NaN maximum, which no source equals).
                     o[f] += 0.0 * as_float(s[f])
+        elif code == _MEAN:
+            share = _reciprocal(o, max(rowptr[i + 1] - rowptr[i], 1))
+            for f in range(o.shape[0]):
+                o[f] += as_float(s[f]) * share
         else:
             for f in range(o.shape[0]):
                 o[f] += as_float(s[f])
     if active.shape[0] > 0:
         # A relu's backward: no gradient where its output is not positive.
+        # A select, not a conditional store, which LLVM did not vectorise
+        # over half-width rows.
         a = active[u]
         for f in range(o.shape[0]):
-            if as_float(a[f]) <= 0.0:
-                o[f] = 0.0
+            o[f] = np.float32(0.0) if as_float(a[f]) <= 0.0 else o[f]
 
 
 @parallel_kernel(cache=True, nogil=True)
-def _gather_kernel(srcptr, rows, scaled, code, x, out, grad_root, active, grad_x):
+def _gather_kernel(
+    srcptr, rows, rowptr, scaled, code, x, out, grad_root, active, grad_x
+) -> None:
     for u in prange(grad_x.shape[0]):
         _gradient_row(
-            srcptr, rows, scaled, code, x, out, grad_root, active, u, grad_x[u]
-        )
+            srcptr, rows, rowptr, scaled, code, x, out, grad_root, active, u,
+            grad_x[u],
+        )  # fmt: skip
 
 
 @parallel_kernel(cache=True, nogil=True)
 def _gather_narrow_kernel(
-    srcptr, rows, scaled, code, x, out, grad_root, active, grad_x
+    srcptr, rows, rowptr, scaled, code, x, out, grad_root, active, grad_x
 ) -> None:
     # bfloat16 grad_x: each row summed in a float32 row of its chunk's, then
     # rounded once as it is stored.
@@ -130,8 +151,9 @@ def _gather_narrow_kernel(
         summed = np.empty(grad_x.shape[1], np.float32)
         for u in range(chunk * _CHUNK, min(chunk * _CHUNK + _CHUNK, num_src)):
             _gradient_row(
-                srcptr, rows, scaled, code, x, out, grad_root, active, u, summed
-            )
+                srcptr, rows, rowptr, scaled, code, x, out, grad_root, active, u,
+                summed,
+            )  # fmt: skip
             narrow_row(summed, grad_x[u])
 
 
@@ -198,15 +220,15 @@ def aggregate_gradient(
     active = empty if relu_output is None else relu_output
     code = AGGREGATIONS[kind]
     scaled = grad_out
-    if kind != "sum":
+    if kind == "max":
         # Half-width gradients are shared out in float32.
         half = grad_out.dtype in HALF_WIDTH_BITS.values()
         scaled = np.empty(grad_out.shape, np.float32 if half else grad_out.dtype)
-        _scale_kernel(rowptr, col, grad_out, code, x, out, scaled)
+        _scale_kernel(rowptr, col, grad_out, x, out, scaled)
     srcptr, rows = _transpose(rowptr, col, grad_x.shape[0])
     narrow = grad_x.dtype == HALF_WIDTH_BITS["bfloat16"]
     kernel = _gather_narrow_kernel if narrow else _gather_kernel
     # The narrowing kernel's iterations are chunks of _CHUNK rows already.
     with parallel_chunksize(1 if narrow else _CHUNK):
-        kernel(srcptr, rows, scaled, code, x, out, grad_root, active, grad_x)
+        kernel(srcptr, rows, rowptr, scaled, code, x, out, grad_root, active, grad_x)
     return grad_x

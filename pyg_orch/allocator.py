@@ -54,8 +54,8 @@ def keep_freed_memory() -> bool:
     inherit it.
 
     Returns:
-        Whether the process now keeps freed memory: ``False`` with another C
-        library than glibc, or where glibc refused the setting.
+        ``True`` if the process now keeps freed memory; ``False`` with another
+        C library than glibc, or where glibc refused the setting.
 
     Example:
         >>> keep_freed_memory() == (platform.libc_ver()[0] == "glibc")

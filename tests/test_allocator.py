@@ -46,6 +46,8 @@ def _run(code: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+# Each starts an interpreter: slow tests, as the backend's subprocess tests.
+@pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 def test_a_freed_block_is_reused_without_page_faults():
     result = json.loads(_run(_FAULTS))
@@ -56,6 +58,7 @@ def test_a_freed_block_is_reused_without_page_faults():
     assert result["reused"] < result["fresh"] / 10
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 def test_building_a_loader_keeps_freed_memory():
     assert _run(_LOADER) == "False True"

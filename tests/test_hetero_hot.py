@@ -830,13 +830,17 @@ def test_edge_values_are_exact_against_the_whole_graph(valued, make, hot_ratio):
 # Relation convs aggregated by pyg_orch's kernels ----------------------------
 
 
-def test_sage_relations_aggregate_with_the_kernels_not_torch_sparse(data):
+def wrapped_sage(data):
+    """``to_hetero(GraphSAGE)``, wrapped with a hot loader, and a batch."""
     model, _ = build(sage, data)
     loader = OrchNeighborLoader(
         data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3
     )
-    orch = OrchModel(model, loader)
-    batch = next(iter(loader))
+    return model, OrchModel(model, loader), next(iter(loader))
+
+
+def test_sage_relations_aggregate_with_the_kernels_not_torch_sparse(data):
+    _, orch, batch = wrapped_sage(data)
     with torch.profiler.profile() as profiler:
         orch(batch).sum().backward()
     names = {event.name for event in profiler.events()}
@@ -847,12 +851,7 @@ def test_sage_relations_aggregate_with_the_kernels_not_torch_sparse(data):
 def test_a_relation_conv_with_a_forward_hook_runs_through_pyg(data):
     # The hook sees the conv's real inputs (not the no rows PyG's forward
     # gets on the kernels' path), and the outputs are those of that path.
-    model, _ = build(sage, data)
-    loader = OrchNeighborLoader(
-        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3
-    )
-    orch = OrchModel(model, loader)
-    batch = next(iter(loader))
+    model, orch, batch = wrapped_sage(data)
     fused = orch(batch)
     seen = []
     conv = model.get_submodule("convs.0.author__writes__paper")

@@ -85,6 +85,24 @@ def test_bf16_training_steps_update_float32_master_weights():
     assert losses[-1] < losses[0]
 
 
+def _three_layers(name: str, hot_ratio: float, precision: str):
+    """A 3-layer model on 96 features, wrapped in ``precision``, and a batch.
+
+    In bf16 the loader gathers the features in bfloat16.
+    """
+    data = graph()
+    data.x = torch.randn(data.num_nodes, 96)
+    torch.manual_seed(0)
+    model = MODELS[name](96, 32, num_layers=3, out_channels=4)
+    feature_dtype = torch.bfloat16 if precision == "bf16" else None
+    loader = OrchNeighborLoader(
+        data, [8, 4, 2], batch_size=16, hot_ratio=hot_ratio,
+        feature_dtype=feature_dtype,
+    )  # fmt: skip
+    orch = OrchModel(model, loader, precision=precision)
+    return model, orch, next(iter(loader))
+
+
 def _elements_cast(step) -> int:
     # Elements that changed dtype in a step (aten::_to_copy's inputs).
     with torch.profiler.profile(record_shapes=True) as profiler:
@@ -103,16 +121,7 @@ def test_a_bf16_step_casts_no_activation(name, hot_ratio):
     # through the aggregation, forward and backward: what is cast is the
     # weights (once per step) and their gradients, and the logits for the
     # loss, never a layer's rows.
-    data = graph()
-    data.x = torch.randn(data.num_nodes, 96)
-    torch.manual_seed(0)
-    model = MODELS[name](96, 32, num_layers=3, out_channels=4)
-    loader = OrchNeighborLoader(
-        data, [8, 4, 2], batch_size=16, hot_ratio=hot_ratio,
-        feature_dtype=torch.bfloat16,
-    )  # fmt: skip
-    orch = OrchModel(model, loader, precision="bf16")
-    batch = next(iter(loader))
+    model, orch, batch = _three_layers(name, hot_ratio, "bf16")
 
     def step():
         orch(batch).float().square().mean().backward()
@@ -149,14 +158,8 @@ def test_an_fp32_step_copies_no_activation(name, hot_ratio):
     # No layer's rows are copied in forward or backward (no .contiguous()
     # of a view, index_copy, cat or gradient of a slice); Adam's step copies
     # scalars, the loss's slice of the logits their gradient.
-    data = graph()
-    data.x = torch.randn(data.num_nodes, 96)
-    torch.manual_seed(0)
-    model = MODELS[name](96, 32, num_layers=3, out_channels=4)
-    loader = OrchNeighborLoader(data, [8, 4, 2], batch_size=16, hot_ratio=hot_ratio)
-    orch = OrchModel(model, loader)
+    _, orch, batch = _three_layers(name, hot_ratio, "fp32")
     optimizer = torch.optim.Adam(orch.parameters())
-    batch = next(iter(loader))
 
     def step():
         optimizer.zero_grad()

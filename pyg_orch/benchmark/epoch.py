@@ -27,7 +27,11 @@ import torch
 from pyg_orch.allocator import KEEP_BYTES, keeps_freed_memory
 from pyg_orch.benchmark import dgl_peer
 from pyg_orch.benchmark.bf16_support import bf16_support
-from pyg_orch.benchmark.graph import BENCHMARK_DEFAULTS, add_graph_arguments
+from pyg_orch.benchmark.graph import (
+    BENCHMARK_DEFAULTS,
+    add_graph_arguments,
+    add_scale_argument,
+)
 from pyg_orch.benchmark.plot import BarChart
 from pyg_orch.benchmark.spawned import run_spawned
 from pyg_orch.benchmark.tasks import (
@@ -41,7 +45,6 @@ from pyg_orch.options import (
     add_option,
     hot_fraction,
     non_negative_int,
-    positive_float,
     positive_int,
 )
 
@@ -71,13 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="train GraphSAGE for link prediction instead (default: off)",
     )
-    parser.add_argument(
-        "--scale",
-        type=positive_float,
-        default=1.0,
-        help="with --hetero: fraction of ogbn-mag's size; 1 is 1.9M nodes and "
-        "42M edges with reverses (default: %(default)s)",
-    )
+    add_scale_argument(parser)
     parser.add_argument(
         "--batches",
         type=positive_int,

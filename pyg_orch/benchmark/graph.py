@@ -8,12 +8,23 @@ import time
 from torch_geometric.data import Data
 
 from pyg_orch.datasets import power_law_graph
-from pyg_orch.options import add_graph_options, add_option
+from pyg_orch.options import add_graph_options, add_option, positive_float
 from pyg_orch.train_config import TrainConfig
 
 #: The training options' defaults in the benchmarks: those of ``pyg-orch
 #: train``, with batches of 1024 seeds for graphs of a million nodes.
 BENCHMARK_DEFAULTS = TrainConfig(batch_size=1024)
+
+
+def add_scale_argument(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--scale``, the ogbn-mag-shaped graph's size for ``--hetero``."""
+    parser.add_argument(
+        "--scale",
+        type=positive_float,
+        default=1.0,
+        help="with --hetero: fraction of ogbn-mag's size; 1 is 1.9M nodes and "
+        "42M edges with reverses (default: %(default)s)",
+    )
 
 
 def add_graph_arguments(

@@ -35,6 +35,7 @@ from pyg_orch.benchmark.bf16_support import bf16_support
 from pyg_orch.benchmark.graph import (
     BENCHMARK_DEFAULTS,
     add_graph_arguments,
+    add_scale_argument,
     benchmark_graph,
 )
 from pyg_orch.benchmark.plot import BarChart
@@ -49,7 +50,7 @@ from pyg_orch.benchmark.timing import median_ms
 from pyg_orch.loading.node_loader import OrchNeighborLoader
 from pyg_orch.nn.hetero_layers import relation_convs
 from pyg_orch.nn.model import OrchModel
-from pyg_orch.options import add_option, hot_fraction, positive_float, positive_int
+from pyg_orch.options import add_option, hot_fraction, positive_int
 
 # Profiler rows by what they are: the products, pyg_orch's aggregation (and
 # what runs inside it), the casts, the optimizer's step (all it runs).
@@ -94,13 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the step of the epoch benchmark's heterogeneous task instead: "
         "HeteroConv(SAGEConv) on the ogbn-mag-shaped graph, fp32 (default: off)",
     )
-    parser.add_argument(
-        "--scale",
-        type=positive_float,
-        default=1.0,
-        help="with --hetero: fraction of ogbn-mag's size; 1 is 1.9M nodes and "
-        "42M edges with reverses (default: %(default)s)",
-    )
+    add_scale_argument(parser)
 
 
 def saved_name(args: argparse.Namespace) -> str:

@@ -9,20 +9,23 @@ import sys
 
 import pytest
 
-# In a fresh interpreter: minor page faults of filling a new 64 MiB tensor,
-# the last 4 of 12 fills, before and after keep_freed_memory(). (The heap
-# takes a few rounds to hold a free block that fits torch's aligned request.)
+# In a fresh interpreter: minor page faults of each of 32 fills of a new
+# 64 MiB tensor, before and after keep_freed_memory(). Kept memory takes some
+# rounds to settle: torch asks for aligned blocks, a little larger than the
+# block just freed, and small objects allocated beside it keep it from
+# coalescing, so the heap grows a few times before a free block fits (9 rounds
+# on one VM, more where other allocations interleave).
 _FAULTS = """
 import json, resource, torch
 from pyg_orch import allocator
 
 def faults():
     counts = []
-    for _ in range(12):
+    for _ in range(32):
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         torch.empty(16 << 20).fill_(1.0)
         counts.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-    return sum(counts[-4:])
+    return counts
 
 fresh = faults()
 kept = allocator.keep_freed_memory()
@@ -52,10 +55,14 @@ def _run(code: str) -> str:
 def test_a_freed_block_is_reused_without_page_faults():
     result = json.loads(_run(_FAULTS))
     # 64 MiB is 16,384 pages of 4 KiB: each fresh mapping faults most of them
-    # in (fewer with huge pages), reused memory none.
+    # in (fewer with huge pages), reused memory none. Once settled (the last
+    # 8 fills), nearly every fill reuses; by default none does.
     assert result["kept"] is True
-    assert result["fresh"] > 4000
-    assert result["reused"] < result["fresh"] / 10
+    pages = sorted(result["fresh"][-8:])[4]
+    assert pages > 4000
+    assert all(count > pages / 10 for count in result["fresh"][-8:])
+    reused = sum(count < pages / 10 for count in result["reused"][-8:])
+    assert reused >= 6, result["reused"]
 
 
 @pytest.mark.slow

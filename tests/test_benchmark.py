@@ -19,10 +19,12 @@ def test_sampler_benchmark_prints_a_row_per_sampler(capsys):
     assert main(["sampler", "--num-nodes", "3000", "--batches", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("power-law graph: 3,000 nodes")
-    numba_row = next(line for line in lines if line.startswith("pyg_orch (Numba)"))
+    numba_row = next(line for line in lines if line.startswith("pyg_orch (Numba) "))
     milliseconds, per_second = map(float, numba_row.split()[2:4])
     assert milliseconds > 0
     assert_printed_ratio(per_second, 1000.0, milliseconds, 0.01, 0.1)
+    one_thread = next(line for line in lines if line.startswith("pyg_orch (Numba), 1"))
+    assert float(one_thread.split()[4]) > 0
     # PyG's own loader's sampler, through pyg_orch's backend, beside it.
     pyg_row = next(line for line in lines if line.startswith("PyG NeighborLoader's "))
     pyg_milliseconds, ratio = float(pyg_row.split()[3]), pyg_row.split()[-1]
@@ -96,6 +98,11 @@ def test_hetero_sampler_benchmark_compares_per_sampled_edge(capsys):
     ratio = next(line for line in lines if line.startswith("pyg_orch hetero /"))
     printed = float(ratio.rsplit(" ", 1)[1].rstrip("x"))
     assert_printed_ratio(printed, per_edge[0], per_edge[1], 0.1, 0.01)
+    # The same batches on one of Numba's threads, and the speed-up printed.
+    one_thread = float(rows["pyg_orch hetero, 1 thread"][4])
+    threads = next(line for line in lines if line.startswith("pyg_orch hetero on "))
+    printed = float(threads.split(": ")[1].split("x")[0])
+    assert_printed_ratio(printed, one_thread, float(hetero[2]), 0.01, 0.01)
 
 
 def test_aggregate_benchmark_times_the_kernel_on_bfloat16_and_float32(capsys):

@@ -10,7 +10,11 @@ from torch_geometric.nn import GraphSAGE
 from torch_geometric.sampler import NodeSamplerInput
 
 from pyg_orch import OrchNeighborLoader, OrchNeighborSampler
-from pyg_orch.kernels.sample import sample_layers
+from pyg_orch.kernels.sample import (
+    _pick_parallel,
+    _pick_serial,
+    _sample_layers,
+)
 
 
 def edge_keys(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
@@ -266,8 +270,10 @@ def test_int32_edge_index_and_bidirectional_subgraphs():
 
 
 def test_kernel_is_cached_and_releases_the_gil():
-    assert sample_layers.targetoptions["nogil"] is True
-    assert sample_layers._cache.__class__.__name__ == "FunctionCache"
+    for kernel in (_sample_layers, _pick_parallel, _pick_serial):
+        assert kernel.targetoptions["nogil"] is True
+        assert kernel._cache.__class__.__name__ == "FunctionCache"
+    assert _pick_parallel.targetoptions["parallel"]
 
 
 def test_induced_subgraphs_hold_every_edge_among_the_sampled_nodes():

@@ -5,6 +5,7 @@ picks) or a plain filter of the graph (temporal ones); full neighbourhoods
 (fan-out -1) against plain-Python searches and plain PyG on the whole graph.
 """
 
+import numba
 import numpy as np
 import pytest
 import torch
@@ -16,6 +17,7 @@ from torch_geometric.nn import SAGEConv, to_hetero
 from torch_geometric.sampler import NodeSamplerInput
 
 from pyg_orch import OrchLinkNeighborLoader, OrchNeighborLoader, OrchNeighborSampler
+from pyg_orch.kernels import threading_layer
 
 ROUNDS = 3000
 
@@ -248,6 +250,49 @@ def test_hetero_batches_respect_fanouts_per_edge_type():
                 start += count
         for node_type, per_hop in batch.num_sampled_nodes_dict.items():
             assert sum(per_hop) == batch[node_type].num_nodes
+
+
+def _hetero_samples(data, threads: int, hot=None) -> list:
+    # Four batches' sampler outputs at a fixed seed, on this many threads.
+    sampler = OrchNeighborSampler(data, [10, 5])
+    sampler.hot_mask = hot
+    torch.manual_seed(3)
+    outputs = []
+    default = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        for seeds in torch.randperm(data["paper"].num_nodes)[:256].split(64):
+            seed = NodeSamplerInput(None, seeds, input_type="paper")
+            out = sampler.sample_from_nodes(seed)
+            outputs.append((out.node, out.row, out.col, out.edge))
+    finally:
+        numba.set_num_threads(default)
+    return outputs
+
+
+def _same(first: list, second: list) -> bool:
+    return all(
+        x.keys() == y.keys() and all(torch.equal(x[key], y[key]) for key in x)
+        for a, b in zip(first, second, strict=True)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 threads")
+def test_hetero_batches_do_not_depend_on_the_number_of_threads(mag, monkeypatch):
+    # Each destination draws from its own stream, whichever thread picks it;
+    # the serial twin (a forked child under GNU OpenMP) draws the same.
+    hot = torch.zeros(sum(mag.num_nodes_dict.values()), dtype=torch.bool)
+    hot[::7] = True
+    for mask in (None, hot):
+        two = _hetero_samples(mag, 2, mask)
+        assert sum(row.numel() for out in two for row in out[1].values()) > 1000
+        assert _same(_hetero_samples(mag, 1, mask), two)
+        with monkeypatch.context() as patch:
+            patch.setattr(threading_layer, "parallel_mode", lambda: "serial")
+            assert _same(_hetero_samples(mag, 2, mask), two)
+        other = None if mask is not None else hot
+        assert not _same(_hetero_samples(mag, 2, other), two)
 
 
 def test_hetero_picks_are_uniform():

@@ -25,6 +25,7 @@ import importlib
 import itertools
 from collections.abc import Callable
 
+import numba
 import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"{description}; fan-outs "
         f"{args.num_neighbors}, batch {args.batch_size}, {args.batches} batches, "
-        f"{torch.get_num_threads()} threads"
+        f"{torch.get_num_threads()} threads ({numba.get_num_threads()} for Numba)"
     )
     sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
     generator = torch.Generator().manual_seed(args.seed)
@@ -169,6 +170,7 @@ def run(args: argparse.Namespace) -> None:
     pyg_sampler = NeighborLoader(data, args.num_neighbors, batch_size=1).node_sampler
     candidates = {
         "pyg_orch (Numba)": _sampling(sampler),
+        "pyg_orch (Numba), 1 thread": _on_one_thread(_sampling(sampler)),
         _PYG_ROW: _sampling(pyg_sampler),
         **{name: _extension_sampler(sampler, name) for name in _EXTENSIONS},
     }
@@ -224,6 +226,19 @@ def _torch_sparse_hetero(sampler: OrchNeighborSampler) -> Callable | None:
     )  # fmt: skip
 
 
+def _on_one_thread(sample: Callable) -> Callable:
+    # The same sampling with Numba's parallel picks on one thread.
+    def sample_on_one_thread(seed: torch.Tensor) -> object:
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            return sample(seed)
+        finally:
+            numba.set_num_threads(threads)
+
+    return sample_on_one_thread
+
+
 def _num_edges(out: object) -> int:
     # A sampler output's edges: pyg_orch's outputs, or torch-sparse's tuple.
     row = out.row if hasattr(out, "row") else out[1]
@@ -240,7 +255,8 @@ def run_hetero(args: argparse.Namespace) -> None:
         f"{data.num_nodes:,} nodes of 4 types, {data.num_edges:,} edges of "
         f"{len(data.edge_types)} types; fan-outs {args.num_neighbors} per edge "
         f"type (homogeneous: per node), batch {args.batch_size} papers, "
-        f"{args.batches} batches, {torch.get_num_threads()} threads"
+        f"{args.batches} batches, {torch.get_num_threads()} threads "
+        f"({numba.get_num_threads()} for Numba)"
     )
     hetero = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
     homogeneous_graph = data.to_homogeneous()
@@ -270,6 +286,7 @@ def run_hetero(args: argparse.Namespace) -> None:
 
     candidates = {
         "pyg_orch hetero": pyg_orch_hetero,
+        "pyg_orch hetero, 1 thread": _on_one_thread(pyg_orch_hetero),
         "torch-sparse hetero": _torch_sparse_hetero(hetero),
         "pyg_orch homogeneous": pyg_orch_homogeneous,
     }
@@ -285,14 +302,14 @@ def run_hetero(args: argparse.Namespace) -> None:
 
 def _print_hetero_table(results: dict[str, tuple[float, float]]) -> None:
     print(
-        f"{'sampler':<22}{'ms/batch':>10}{'edges/batch':>13}{'ns/edge':>9}"
+        f"{'sampler':<27}{'ms/batch':>10}{'edges/batch':>13}{'ns/edge':>9}"
         f"{'vs torch-sparse':>17}"
     )
     reference = results.get("torch-sparse hetero")
     for name, (milliseconds, edges) in results.items():
         ratio = f"{reference[0] / milliseconds:.1f}x" if reference else "n/a"
         print(
-            f"{name:<22}{milliseconds:>10.2f}{edges:>13,.0f}"
+            f"{name:<27}{milliseconds:>10.2f}{edges:>13,.0f}"
             f"{1e6 * milliseconds / edges:>9.1f}{ratio:>17}"
         )
     hetero, homogeneous = results["pyg_orch hetero"], results["pyg_orch homogeneous"]
@@ -300,5 +317,10 @@ def _print_hetero_table(results: dict[str, tuple[float, float]]) -> None:
     # time per sampled edge.
     per_edge = (hetero[0] / hetero[1]) / (homogeneous[0] / homogeneous[1])
     print(f"pyg_orch hetero / homogeneous time per sampled edge: {per_edge:.2f}x")
+    one_thread = results["pyg_orch hetero, 1 thread"][0]
+    print(
+        f"pyg_orch hetero on {numba.get_num_threads()} threads: "
+        f"{one_thread / hetero[0]:.2f}x faster than on 1 (the same seed batches)"
+    )
     if reference is None:
         print(_not_installed("torch-sparse"))

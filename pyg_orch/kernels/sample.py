@@ -6,20 +6,29 @@ weighted picks, with or without replacement, disjoint subgraphs (one per
 seed), and temporal sampling (only neighbours no later than the seed's time,
 ``uniform`` among them or the ``last`` ones).
 
-The kernels are serial on purpose: one call samples one mini-batch, and the
-parallelism comes from running several calls at once (DataLoader worker
-processes, pipeline threads). ``nogil=True`` lets threads overlap, and a serial
-kernel is safe to call after ``fork`` whatever Numba threading layer is active.
+Each hop picks the neighbours of its destinations in parallel (Numba's
+``prange``), each destination from its own random stream, keyed by the call's
+seed, the hop, the edge type and the destination's place: the batch does not
+depend on the number of threads. The picks then join the batch serially, in
+order, which numbers the new nodes as a serial sampler does. ``nogil=True``
+lets pipeline threads overlap calls; in a forked child under a threading layer
+that is not fork-safe the kernel runs its serial twin
+(:func:`~pyg_orch.kernels.threading_layer.parallel_kernel`).
 """
 
 import numpy as np
-from numba import njit, types
+from numba import njit, prange, types
 from numba.typed import Dict
 
 from pyg_orch.kernels.prefetch import prefetch
 from pyg_orch.kernels.random import splitmix64
+from pyg_orch.kernels.threading_layer import kernel_pair, with_threads
 
 _TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53
+
+# Destinations per parallel task: enough to amortise a task, few enough that
+# a hop of a thousand destinations spreads over the threads.
+_DESTINATIONS_PER_TASK = 32
 
 # Floyd's algorithm costs ~k*k/2 comparisons, selection sampling one random
 # draw per neighbour; Floyd wins while k*k stays below a few times the degree.
@@ -30,6 +39,13 @@ _FLOYD_FACTOR = 8
 def _next_random(state: np.ndarray) -> np.uint64:
     state[0] += np.uint64(1)
     return splitmix64(state[0])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _substream(seed: np.uint64, index: int) -> np.uint64:
+    # The start of seed's index-th random stream: streams of different
+    # indices start 64 well-mixed bits apart.
+    return splitmix64(seed ^ splitmix64(np.uint64(index)))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -219,6 +235,10 @@ def _part(values: np.ndarray, present: np.ndarray, index: int, bounds: np.ndarra
     return values[bounds[index] : bounds[index + 1]]
 
 
+# How many destinations ahead the merge asks for the node map's entries of
+# their picks.
+_SOURCES_AHEAD = 2
+
 # How many destinations ahead their column pointers, and then the start of
 # their neighbourhoods, are prefetched.
 _COLUMNS_AHEAD = 16
@@ -226,15 +246,93 @@ _ROWS_AHEAD = 8
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _prefetch_ahead(column, row, node, dst, end):
+def _prefetch_ahead(column, row, dst_node, i, end):
     # The column pointers of a destination a little ahead, and the first
     # neighbours of one nearer, whose column pointers came in by now.
-    if dst + _COLUMNS_AHEAD < end:
-        prefetch(column, node[dst + _COLUMNS_AHEAD])
-    if dst + _ROWS_AHEAD < end:
-        start = column[node[dst + _ROWS_AHEAD]]
+    if i + _COLUMNS_AHEAD < end:
+        prefetch(column, dst_node[i + _COLUMNS_AHEAD])
+    if i + _ROWS_AHEAD < end:
+        start = column[dst_node[i + _ROWS_AHEAD]]
         if start < row.shape[0]:
             prefetch(row, start)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_sources(node_map, base, source, first, picked, i):
+    # The node map's entries of the picks of destination i + _SOURCES_AHEAD
+    # (and, at the start, of those before it).
+    for ahead in range(0 if i == 0 else i + _SOURCES_AHEAD, i + _SOURCES_AHEAD + 1):
+        if ahead < picked.shape[0]:
+            for j in range(first[ahead], first[ahead] + picked[ahead]):
+                prefetch(node_map, base + source[j])
+
+
+@njit(cache=True, nogil=True)
+def _of_type(node_runs, begin: int, end: int, kind: int):
+    # The nodes of runs [begin, end) of type kind, in order: their places in
+    # the node list, and their index within their type's nodes.
+    runs, run_type, run_local = node_runs
+    total = 0
+    for r in range(begin, end):
+        if run_type[r] == kind:
+            total += runs[r + 1] - runs[r]
+    at = np.empty(total, dtype=np.int64)
+    local = np.empty(total, dtype=np.int64)
+    filled = 0
+    for r in range(begin, end):
+        if run_type[r] == kind:
+            for place in range(runs[r], runs[r + 1]):
+                at[filled] = place
+                local[filled] = run_local[r] + place - runs[r]
+                filled += 1
+    return at, local
+
+
+@njit(cache=True, nogil=True)
+def _pick_range(
+    task, dst_node, dst_batch, csc, fanout, sampling, temporal_inputs, stream, out
+):
+    # Picks the neighbours of destinations [begin, end) of one task, each
+    # from its own stream: their positions in row, and the neighbours there,
+    # from first[i] on; their number in count[i] (0 for a skipped one).
+    column, row, edge_weight = csc
+    replace, last, skip = sampling
+    seed_time, node_time, edge_time = temporal_inputs
+    first, count, position, source = out
+    temporal = node_time.shape[0] > 0 or edge_time.shape[0] > 0
+    state = np.empty(1, dtype=np.uint64)
+    picks = np.empty(16, dtype=np.int64)
+    keys = np.empty(16, dtype=np.float64)
+    begin = task * _DESTINATIONS_PER_TASK
+    end = min(begin + _DESTINATIONS_PER_TASK, dst_node.shape[0])
+    for i in range(begin, end):
+        _prefetch_ahead(column, row, dst_node, i, end)
+        count[i] = 0
+        if skip[i]:
+            continue
+        start, stop = column[dst_node[i]], column[dst_node[i] + 1]
+        if temporal:
+            stop = _temporal_end(
+                row, start, stop, seed_time[dst_batch[i]], node_time, edge_time
+            )
+            if last and fanout >= 0:
+                start = max(start, stop - fanout)
+        degree = stop - start
+        picked = num_picks(fanout, degree, replace)
+        if picked == 0:
+            continue
+        state[0] = _substream(stream, i)
+        picks = _grow(picks, picked)
+        if edge_weight.shape[0] > 0 and (replace or picked < degree):
+            keys = _grow(keys, degree)
+            weight = edge_weight[start:stop]
+            pick_weighted(weight, picked, replace, state, picks, keys)
+        else:
+            pick_neighbors(degree, picked, replace, state, picks)
+        for j in range(picked):
+            position[first[i] + j] = start + picks[j]
+            source[first[i] + j] = row[start + picks[j]]
+        count[i] = picked
 
 
 @njit(cache=True, nogil=True)
@@ -267,8 +365,21 @@ def _induced_edges(graph, node, runs, run_type, run_local, node_map, num_hops):
     )
 
 
+def _pick_tasks(dst_node, dst_batch, csc, fanout, sampling, times, stream, out):
+    # One hop's picks for one edge type, task by task in parallel.
+    size = _DESTINATIONS_PER_TASK
+    for task in prange((dst_node.shape[0] + size - 1) // size):
+        _pick_range(
+            task, dst_node, dst_batch, csc, fanout, sampling, times, stream,
+            out,
+        )  # fmt: skip
+
+
+_pick_parallel, _pick_serial = kernel_pair(cache=True, nogil=True)(_pick_tasks)
+
+
 @njit(cache=True, nogil=True)
-def sample_layers(
+def _sample_layers(
     graph,
     seeds,
     fanouts: np.ndarray,
@@ -278,53 +389,9 @@ def sample_layers(
     random_seed: int,
     node_map: np.ndarray,
     skip_last_hop: np.ndarray,
+    threads: bool,
 ):
-    """Samples a layered neighbourhood of the seeds, hop by hop, as pyg-lib does.
-
-    Node types and edge types are numbered; their CSC graphs are concatenated.
-    In each hop, each edge type in turn expands the nodes of its destination
-    type found in the previous hop, and the neighbours it picks join the
-    list of its source type.
-
-    Args:
-        graph: ``(colptr, row, colptr_start, row_start, src_type, dst_type,
-            node_offset)``: the CSC graphs of all edge types concatenated
-            (edge type ``k``'s column pointers start at ``colptr[colptr_start
-            [k]]`` and count positions in ``row[row_start[k]:row_start[k +
-            1]]``), the source (neighbour) and destination type of each, and
-            where each node type's ids start in ``node_map`` (``num_types +
-            1`` entries).
-        seeds: ``(seed_type, seed)``: the seed nodes (hop 0), grouped by type,
-            duplicates allowed; with disjoint subgraphs, seed ``i`` roots
-            subgraph ``i``.
-        fanouts: ``int64[num_edge_types, num_hops]``; ``-1`` takes all, ``0``
-            none.
-        times: ``(seed_time, node_time, node_timed, edge_time, edge_timed)``
-            for temporal sampling: each subgraph's time, node times
-            concatenated by ``node_offset`` and edge times aligned with
-            ``row`` (or empty), and which node and edge types have times.
-        weights: ``(edge_weight, weighted)``: weights aligned with ``row`` (or
-            empty), and which edge types are sampled by them.
-        options: ``(replace, disjoint, last, induced)``: sample with
-            replacement, one subgraph per seed, temporal strategy ``"last"``,
-            and return every edge among the sampled nodes instead of the
-            sampled ones (as torch-sparse does for ``subgraph_type="induced"``;
-            not with disjoint subgraphs).
-        random_seed: seed of the kernel's own random stream.
-        node_map: ``int32[num_nodes of all types]`` scratch filled with ``-1``,
-            restored before returning (unused with disjoint subgraphs).
-        skip_last_hop: ``bool[num_nodes of all types]`` marking nodes the last
-            hop does not expand (hot nodes), or empty.
-
-    Returns:
-        ``(node, batch, nodes_per_hop, local_row, local_col, edge,
-        edges_per_hop)``: the sampled nodes grouped by type (seeds first,
-        then hop by hop), the subgraph of each (with disjoint subgraphs),
-        ``int64[num_types, num_hops + 1]`` new nodes per type and hop; the
-        sampled edges grouped by edge type, as source and destination index
-        within their type's nodes and position in the edge type's ``row``,
-        and ``int64[num_edge_types, num_hops]`` edges per type and hop.
-    """
+    # sample_layers, with threads or not.
     row_start, src_type, dst_type, node_offset = graph[3:]
     seed_type, seed = seeds
     seed_time, node_times, node_timed, edge_times, edge_timed = times
@@ -332,8 +399,6 @@ def sample_layers(
     replace, disjoint, last, induced = options
     num_types = node_offset.shape[0] - 1
     num_edge_types, num_hops = fanouts.shape
-    state = np.empty(1, dtype=np.uint64)
-    state[0] = np.uint64(random_seed)
     skip_none = skip_last_hop[:0]
     # Disjoint subgraphs key a node by (subgraph, node): a hash map.
     subgraph_map = Dict.empty(key_type=types.int64, value_type=types.int64)
@@ -370,8 +435,6 @@ def sample_layers(
     nodes_per_hop[:, 0] = type_size
 
     edges_per_hop = np.zeros((num_edge_types, num_hops), dtype=np.int64)
-    picks = np.empty(16, dtype=np.int64)
-    keys = np.empty(16, dtype=np.float64)
     local_row = np.empty(16, dtype=np.int64)
     local_col = np.empty(16, dtype=np.int64)
     edge = np.empty(16, dtype=np.int64)
@@ -394,74 +457,76 @@ def sample_layers(
             node_time = _part(node_times, node_timed, src_kind, node_offset)
             edge_time = _part(edge_times, edge_timed, k, row_start)
             edge_weight = _part(edge_weights, weighted, k, row_start)
-            temporal = node_time.shape[0] > 0 or edge_time.shape[0] > 0
-            # An upper bound of this edge type's picks (time only narrows a
-            # neighbourhood), so that every output grows once per edge type.
-            bound = 0
-            for r in range(hop_runs, hop_runs_end):
-                if run_type[r] == dst_kind:
-                    for dst in range(runs[r], runs[r + 1]):
-                        degree = column[node[dst] + 1] - column[node[dst]]
-                        bound += num_picks(fanout, degree, replace)
+            # The destinations this edge type expands, in order, and an upper
+            # bound of each one's picks (time only narrows a neighbourhood):
+            # every output grows once per edge type.
+            dst_at, dst_local = _of_type(
+                (runs, run_type, run_local), hop_runs, hop_runs_end, dst_kind
+            )
+            dst_node = node[dst_at]
+            dst_batch = node_batch[dst_at] if disjoint else dst_at[:0]
+            skip_dst = np.zeros(dst_at.shape[0], dtype=np.bool_)
+            first = np.zeros(dst_at.shape[0] + 1, dtype=np.int64)
+            for i in range(dst_at.shape[0]):
+                if skip.shape[0] > 0:
+                    skip_dst[i] = skip[node_offset[dst_kind] + dst_node[i]]
+                degree = column[dst_node[i] + 1] - column[dst_node[i]]
+                first[i + 1] = first[i] + num_picks(fanout, degree, replace)
+            bound = first[dst_at.shape[0]]
             node = _grow(node, num_nodes + bound)
             if disjoint:
                 node_batch = _grow(node_batch, num_nodes + bound)
             local_row = _grow(local_row, num_edges + bound)
             local_col = _grow(local_col, num_edges + bound)
             edge = _grow(edge, num_edges + bound)
-            for r in range(hop_runs, hop_runs_end):
-                if run_type[r] != dst_kind:
-                    continue
-                for dst in range(runs[r], runs[r + 1]):
-                    _prefetch_ahead(column, row, node, dst, runs[r + 1])
-                    if skip.shape[0] > 0 and skip[node_offset[dst_kind] + node[dst]]:
-                        continue
-                    start, end = column[node[dst]], column[node[dst] + 1]
-                    batch = node_batch[dst] if disjoint else 0
-                    if temporal:
-                        end = _temporal_end(
-                            row, start, end, seed_time[batch], node_time, edge_time
-                        )
-                        if last and fanout >= 0:
-                            start = max(start, end - fanout)
-                    degree = end - start
-                    count = num_picks(fanout, degree, replace)
-                    if count == 0:
-                        continue
-                    picks = _grow(picks, count)
-                    if edge_weight.shape[0] > 0 and (replace or count < degree):
-                        keys = _grow(keys, degree)
-                        weight = edge_weight[start:end]
-                        pick_weighted(weight, count, replace, state, picks, keys)
+
+            # The picks, in parallel: each destination from its own stream.
+            picked = np.empty(dst_at.shape[0], dtype=np.int64)
+            position = np.empty(bound, dtype=np.int64)
+            source = np.empty(bound, dtype=np.int64)
+            stream = _substream(np.uint64(random_seed), hop * num_edge_types + k)
+            pick = (
+                dst_node,
+                dst_batch,
+                (column, row, edge_weight),
+                fanout,
+                (replace, last, skip_dst),
+                (seed_time, node_time, edge_time),
+                stream,
+                (first, picked, position, source),
+            )
+            if threads:
+                _pick_parallel(*pick)
+            else:
+                _pick_serial(*pick)
+
+            # The picks join the batch in order: new nodes numbered as found.
+            base = node_offset[src_kind]
+            for i in range(dst_at.shape[0]):
+                if not disjoint:
+                    _prefetch_sources(node_map, base, source, first, picked, i)
+                batch = dst_batch[i] if disjoint else 0
+                for j in range(first[i], first[i] + picked[i]):
+                    key = base + source[j]
+                    if disjoint:
+                        local = subgraph_map.get(batch * stride + key, -1)
                     else:
-                        pick_neighbors(degree, count, replace, state, picks)
-                    dst_local = run_local[r] + dst - runs[r]
-                    if not disjoint:
-                        for j in range(count):
-                            key = node_offset[src_kind] + row[start + picks[j]]
-                            prefetch(node_map, key)
-                    for j in range(count):
-                        position = start + picks[j]
-                        key = node_offset[src_kind] + row[position]
+                        local = node_map[key]
+                    if local < 0:
+                        local = type_size[src_kind]
+                        type_size[src_kind] += 1
                         if disjoint:
-                            local = subgraph_map.get(batch * stride + key, -1)
+                            subgraph_map[batch * stride + key] = local
+                            node_batch[num_nodes] = batch
                         else:
-                            local = node_map[key]
-                        if local < 0:
-                            local = type_size[src_kind]
-                            type_size[src_kind] += 1
-                            if disjoint:
-                                subgraph_map[batch * stride + key] = local
-                                node_batch[num_nodes] = batch
-                            else:
-                                node_map[key] = local
-                            node[num_nodes] = row[position]
-                            num_nodes += 1
-                        local_row[num_edges] = local
-                        local_col[num_edges] = dst_local
-                        edge[num_edges] = position
-                        num_edges += 1
-                    edges_per_hop[k, hop] += count
+                            node_map[key] = local
+                        node[num_nodes] = source[j]
+                        num_nodes += 1
+                    local_row[num_edges] = local
+                    local_col[num_edges] = dst_local[i]
+                    edge[num_edges] = position[j]
+                    num_edges += 1
+                edges_per_hop[k, hop] += picked[i]
         for kind in range(num_types):
             found = nodes_per_hop[kind, : hop + 1].sum()
             nodes_per_hop[kind, hop + 1] = type_size[kind] - found
@@ -497,7 +562,75 @@ def sample_layers(
     return node, node_batch, nodes_per_hop, local_row, local_col, edge, edges_per_hop
 
 
-@njit(cache=True, nogil=True)
+_sample_with_threads = with_threads(_sample_layers)
+
+
+def sample_layers(
+    graph: tuple,
+    seeds: tuple,
+    fanouts: np.ndarray,
+    times: tuple,
+    weights: tuple,
+    options: tuple,
+    random_seed: int,
+    node_map: np.ndarray,
+    skip_last_hop: np.ndarray,
+) -> tuple:
+    """Samples a layered neighbourhood of the seeds, hop by hop, as pyg-lib does.
+
+    Node types and edge types are numbered; their CSC graphs are concatenated.
+    In each hop, each edge type in turn expands the nodes of its destination
+    type found in the previous hop, and the neighbours it picks join the
+    list of its source type. The picks run on Numba's threads, each
+    destination from its own random stream: the result does not depend on
+    the number of threads.
+
+    Args:
+        graph: ``(colptr, row, colptr_start, row_start, src_type, dst_type,
+            node_offset)``: the CSC graphs of all edge types concatenated
+            (edge type ``k``'s column pointers start at ``colptr[colptr_start
+            [k]]`` and count positions in ``row[row_start[k]:row_start[k +
+            1]]``), the source (neighbour) and destination type of each, and
+            where each node type's ids start in ``node_map`` (``num_types +
+            1`` entries).
+        seeds: ``(seed_type, seed)``: the seed nodes (hop 0), grouped by type,
+            duplicates allowed; with disjoint subgraphs, seed ``i`` roots
+            subgraph ``i``.
+        fanouts: ``int64[num_edge_types, num_hops]``; ``-1`` takes all, ``0``
+            none.
+        times: ``(seed_time, node_time, node_timed, edge_time, edge_timed)``
+            for temporal sampling: each subgraph's time, node times
+            concatenated by ``node_offset`` and edge times aligned with
+            ``row`` (or empty), and which node and edge types have times.
+        weights: ``(edge_weight, weighted)``: weights aligned with ``row`` (or
+            empty), and which edge types are sampled by them.
+        options: ``(replace, disjoint, last, induced)``: sample with
+            replacement, one subgraph per seed, temporal strategy ``"last"``,
+            and return every edge among the sampled nodes instead of the
+            sampled ones (as torch-sparse does for ``subgraph_type="induced"``;
+            not with disjoint subgraphs).
+        random_seed: seed of the kernel's random streams (one per hop, edge
+            type and destination).
+        node_map: ``int32[num_nodes of all types]`` scratch filled with ``-1``,
+            restored before returning (unused with disjoint subgraphs).
+        skip_last_hop: ``bool[num_nodes of all types]`` marking nodes the last
+            hop does not expand (hot nodes), or empty.
+
+    Returns:
+        ``(node, batch, nodes_per_hop, local_row, local_col, edge,
+        edges_per_hop)``: the sampled nodes grouped by type (seeds first,
+        then hop by hop), the subgraph of each (with disjoint subgraphs),
+        ``int64[num_types, num_hops + 1]`` new nodes per type and hop; the
+        sampled edges grouped by edge type, as source and destination index
+        within their type's nodes and position in the edge type's ``row``,
+        and ``int64[num_edge_types, num_hops]`` edges per type and hop.
+    """
+    return _sample_with_threads(
+        graph, seeds, fanouts, times, weights, options, random_seed, node_map,
+        skip_last_hop,
+    )  # fmt: skip
+
+
 def sample_homogeneous(
     colptr: np.ndarray,
     row: np.ndarray,
@@ -507,12 +640,22 @@ def sample_homogeneous(
     random_seed: int,
     node_map: np.ndarray,
     skip_last_hop: np.ndarray,
-):
+) -> tuple[np.ndarray, ...]:
     """:func:`sample_layers` on one node type and one edge type, uniformly.
 
     Returns:
         ``(node, local_row, local_col, edge, nodes_per_hop, edges_per_hop)``
         as :func:`sample_layers` does, with one type each.
+
+    Example:
+        >>> colptr = np.array([0, 2, 3, 3])  # 0 <- {1, 2}, 1 <- {2}
+        >>> row = np.array([1, 2, 2])
+        >>> node_map = np.full(3, -1, dtype=np.int32)
+        >>> node, *_ = sample_homogeneous(
+        ...     colptr, row, np.array([0]), np.array([-1, -1]), False, 0,
+        ...     node_map, np.zeros(0, dtype=np.bool_))
+        >>> node.tolist()
+        [0, 1, 2]
     """
     zero = np.zeros(1, dtype=np.int64)
     no = np.zeros(1, dtype=np.bool_)

@@ -43,7 +43,13 @@ from typing import Any
 
 import numba
 
-__all__ = ["load_tbb", "parallel_kernel", "parallel_mode"]
+__all__ = [
+    "kernel_pair",
+    "load_tbb",
+    "parallel_kernel",
+    "parallel_mode",
+    "with_threads",
+]
 
 #: The file Numba's TBB layer links against, per platform.
 _TBB_NAMES = {
@@ -149,13 +155,89 @@ def parallel_mode() -> str:
     return "locked" if layer == "workqueue" else "parallel"
 
 
+def kernel_pair(**options: Any) -> Callable[[Callable[..., Any]], tuple[Any, Any]]:
+    """Compiles a ``prange`` kernel twice: with threads, and its serial twin.
+
+    For a kernel called from another compiled one, which must pick at run time
+    (as :func:`with_threads` says) whether it may start threads. Both compile
+    lazily, on their first call; the twin has its own name, so it gets its own
+    on-disk cache entry.
+
+    Args:
+        **options: other :func:`numba.njit` options (``cache``, ``nogil``...).
+
+    Returns:
+        A decorator that turns a Python function into ``(parallel, serial)``
+        Numba dispatchers.
+
+    Example:
+        >>> import numpy as np
+        >>> from numba import prange
+        >>> def double(x):
+        ...     for i in prange(x.shape[0]):
+        ...         x[i] *= 2
+        >>> parallel, serial = kernel_pair(nogil=True)(double)
+        >>> x = np.arange(3.0)
+        >>> parallel(x); serial(x)
+        >>> x
+        array([0., 4., 8.])
+    """
+
+    def decorate(func: Callable[..., Any]) -> tuple[Any, Any]:
+        # Numba names cache files by qualname: a twin under the kernel's
+        # name would overwrite, and later load, the parallel build.
+        twin = type(func)(func.__code__, func.__globals__, func.__name__,
+                          func.__defaults__, func.__closure__)  # fmt: skip
+        twin.__qualname__ = f"{func.__qualname__}_serial"
+        return (
+            numba.njit(parallel=True, **options)(func),
+            numba.njit(parallel=False, **options)(twin),
+        )
+
+    return decorate
+
+
+def with_threads(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """Calls ``kernel(*args, threads)``, ``threads`` as :func:`parallel_mode` says.
+
+    For a compiled kernel whose last argument says whether it may start
+    threads (it calls the parallel or the serial half of a
+    :func:`kernel_pair`): ``False`` in a forked child under a layer that is
+    not fork-safe, and one call at a time under ``workqueue``.
+
+    Args:
+        kernel: the compiled kernel.
+
+    Returns:
+        The kernel without its last argument.
+
+    Example:
+        >>> import numba
+        >>> @numba.njit
+        ... def threads_allowed(threads):
+        ...     return threads
+        >>> with_threads(threads_allowed)()  # this is no forked child
+        True
+    """
+
+    @functools.wraps(kernel)
+    def run(*args: Any) -> Any:
+        mode = parallel_mode()
+        if mode == "locked":
+            with _workqueue_lock:
+                return kernel(*args, True)
+        return kernel(*args, mode == "parallel")
+
+    return run
+
+
 def parallel_kernel(**options: Any) -> Callable[[Callable[..., Any]], Callable]:
     """Like ``njit(parallel=True, **options)``, run as :func:`parallel_mode` says.
 
     In ``"serial"`` mode the kernel runs as a twin compiled without
-    ``parallel`` (``prange`` runs as ``range``), built on first use; the twin
-    has its own name, so it gets its own on-disk cache entry. Results are the
-    same in every mode when each iteration owns its output.
+    ``parallel`` (``prange`` runs as ``range``), built on first use
+    (:func:`kernel_pair`). Results are the same in every mode when each
+    iteration owns its output.
 
     Args:
         **options: other :func:`numba.njit` options (``cache``, ``nogil``...).
@@ -177,27 +259,12 @@ def parallel_kernel(**options: Any) -> Callable[[Callable[..., Any]], Callable]:
     """
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        kernel = numba.njit(parallel=True, **options)(func)
+        kernel, serial = kernel_pair(**options)(func)
 
-        @functools.cache
-        def serial() -> Any:
-            # Numba names cache files by qualname: a twin under the kernel's
-            # name would overwrite, and later load, the parallel build.
-            twin = type(func)(func.__code__, func.__globals__, func.__name__,
-                              func.__defaults__, func.__closure__)  # fmt: skip
-            twin.__qualname__ = f"{func.__qualname__}_serial"
-            return numba.njit(parallel=False, **options)(twin)
-
-        @functools.wraps(func)
         def run(*args: Any) -> Any:
-            mode = parallel_mode()
-            if mode == "serial":
-                return serial()(*args)
-            if mode == "locked":
-                with _workqueue_lock:
-                    return kernel(*args)
-            return kernel(*args)
+            *args, threads = args
+            return (kernel if threads else serial)(*args)
 
-        return run
+        return functools.wraps(func)(with_threads(run))
 
     return decorate

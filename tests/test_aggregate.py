@@ -21,6 +21,7 @@ from pyg_orch.kernels.aggregate import (
     gcn_inverse_sqrt_degree,
 )
 from pyg_orch.kernels.half_width import narrow_row
+from pyg_orch.kernels.threading_layer import numba_threads
 
 KINDS = sorted(AGGREGATIONS)
 # Relative to the same aggregation of |x|: the natural scale of a rounding
@@ -155,13 +156,9 @@ def test_results_do_not_depend_on_the_thread_count(graph):
     colptr, row = csc(edge_index, x.size(0), np.int64)
     nodes = np.arange(x.size(0))[::-1].copy()
     results = {}
-    before = numba.get_num_threads()
-    try:
-        for threads in {1, numba.config.NUMBA_NUM_THREADS}:
-            numba.set_num_threads(threads)
+    for threads in {1, numba.config.NUMBA_NUM_THREADS}:
+        with numba_threads(threads):
             results[threads] = [run(colptr, row, x.numpy(), nodes, k) for k in KINDS]
-    finally:
-        numba.set_num_threads(before)
     first, *others = results.values()
     for other in others:
         for a, b in zip(first, other, strict=True):

@@ -16,6 +16,7 @@ from torch_geometric.utils import scatter
 
 from pyg_orch.aggregation import _torch_aggregate, aggregate_neighbours
 from pyg_orch.kernels.gradient import aggregate_gradient
+from pyg_orch.kernels.threading_layer import numba_threads
 
 KINDS = ["sum", "mean", "max"]
 
@@ -154,18 +155,14 @@ def test_gradient_does_not_depend_on_the_thread_count(kind):
     out[:] = scatter_out.numpy()
     grad_out = np.random.default_rng(0).standard_normal(out.shape, np.float32)
     results = []
-    threads = numba.get_num_threads()
-    try:
-        for count in sorted({1, threads}):
-            numba.set_num_threads(count)
+    for count in sorted({1, numba.get_num_threads()}):
+        with numba_threads(count):
             grad_x = np.full(x_np.shape, np.nan, np.float32)  # every row written
             args = (x_np, out) if kind == "max" else (None, None)
             aggregate_gradient(
                 rowptr.numpy(), src.numpy(), grad_out, kind, grad_x, None, *args
             )
             results.append(grad_x)
-    finally:
-        numba.set_num_threads(threads)
     assert not np.isnan(results[0]).any()
     np.testing.assert_array_equal(results[0], results[-1])
 

@@ -258,15 +258,11 @@ def _hetero_samples(data, threads: int, hot=None) -> list:
     sampler.hot_mask = hot
     torch.manual_seed(3)
     outputs = []
-    default = numba.get_num_threads()
-    numba.set_num_threads(threads)
-    try:
+    with threading_layer.numba_threads(threads):
         for seeds in torch.randperm(data["paper"].num_nodes)[:256].split(64):
             seed = NodeSamplerInput(None, seeds, input_type="paper")
             out = sampler.sample_from_nodes(seed)
             outputs.append((out.node, out.row, out.col, out.edge))
-    finally:
-        numba.set_num_threads(default)
     return outputs
 
 

@@ -38,6 +38,7 @@ from pyg_orch.benchmark.graph import (
 )
 from pyg_orch.benchmark.timing import median_ms, time_calls
 from pyg_orch.datasets import power_law_hetero_graph
+from pyg_orch.kernels.threading_layer import numba_threads
 from pyg_orch.options import add_option, positive_float, positive_int
 from pyg_orch.sampling import OrchNeighborSampler
 
@@ -229,12 +230,8 @@ def _torch_sparse_hetero(sampler: OrchNeighborSampler) -> Callable | None:
 def _on_one_thread(sample: Callable) -> Callable:
     # The same sampling with Numba's parallel picks on one thread.
     def sample_on_one_thread(seed: torch.Tensor) -> object:
-        threads = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
+        with numba_threads(1):
             return sample(seed)
-        finally:
-            numba.set_num_threads(threads)
 
     return sample_on_one_thread
 

@@ -38,6 +38,7 @@ import site
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ import numba
 __all__ = [
     "kernel_pair",
     "load_tbb",
+    "numba_threads",
     "parallel_kernel",
     "parallel_mode",
     "with_threads",
@@ -153,6 +155,29 @@ def parallel_mode() -> str:
     if _forked:
         return "serial"
     return "locked" if layer == "workqueue" else "parallel"
+
+
+@contextmanager
+def numba_threads(count: int) -> Iterator[None]:
+    """Runs this thread's parallel kernels on ``count`` of Numba's threads.
+
+    Numba's thread count is per calling thread; the count before is restored
+    on leaving, also after an error.
+
+    Args:
+        count: threads, from 1 to ``numba.config.NUMBA_NUM_THREADS``.
+
+    Example:
+        >>> with numba_threads(1):
+        ...     numba.get_num_threads()
+        1
+    """
+    before = numba.get_num_threads()
+    numba.set_num_threads(count)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def kernel_pair(**options: Any) -> Callable[[Callable[..., Any]], tuple[Any, Any]]:

@@ -532,14 +532,9 @@ def test_inference_rebuilds_a_relation_only_for_new_or_changed_edges(data):
 
 
 @pytest.mark.slow
-def test_gat_is_refused_with_hot_nodes_and_exact_without(data):
+def test_gat_without_hot_nodes_is_exact(data):
+    # (With hot nodes: test_hetero_refresh.py.)
     model, reference = build(gat, data)
-    hot = OrchNeighborLoader(
-        data, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=0.2,
-        hot_method="degree",
-    )  # fmt: skip
-    with pytest.raises(NotImplementedError, match="GATConv"):
-        OrchModel(model, hot)
     loader = OrchNeighborLoader(data, [-1, -1], input_nodes="paper", batch_size=BATCH)
     orch = OrchModel(model, loader)
     torch.manual_seed(4)
@@ -806,8 +801,11 @@ def test_edge_values_are_exact_against_the_whole_graph(valued, make, hot_ratio):
         valued, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=hot_ratio
     )
     if hot_ratio and make is gat_edge_features:
-        # Attention weighs each message by weights: no cached value serves it.
-        with pytest.raises(NotImplementedError, match="GATConv.*hot_ratio=0"):
+        # Attention weighs each message by weights, so the hot rows would be
+        # embeddings, which are computed without the edge features it reads.
+        with pytest.raises(
+            NotImplementedError, match=r"reads \['edge_attr'\].*hot_ratio=0"
+        ):
             OrchModel(model, loader)
         return
     orch = OrchModel(model, loader)

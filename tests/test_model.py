@@ -95,6 +95,35 @@ def test_convs_with_weighted_messages_switch_to_the_embedding_mode(cora):
     assert torch.allclose(OrchModel(gat, plain)(batch), expected, atol=1e-5)
 
 
+def test_a_model_served_aggregates_ends_an_embedding_mode_it_did_not_choose(cora):
+    loader = OrchNeighborLoader(cora, [5, 5], batch_size=64, hot_ratio=0.1)
+    with pytest.warns(UserWarning, match="cache='embedding'"):
+        OrchModel(GAT(cora.num_features, 8, num_layers=2, out_channels=7), loader)
+    OrchModel(GraphSAGE(cora.num_features, 8, num_layers=2), loader)
+    assert loader.cache.mode == "static"
+    chosen = OrchNeighborLoader(
+        cora, [5, 5], batch_size=64, hot_ratio=0.1, cache="embedding"
+    )
+    OrchModel(GraphSAGE(cora.num_features, 8, num_layers=2), chosen)
+    assert chosen.cache.mode == "embedding"
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_gat_counts_every_copy_of_a_repeated_edge_as_the_plain_model(cora, heads):
+    # PyG's GATConv coalesces a sparse adjacency when it adds self loops,
+    # merging an edge the graph repeats: it must get the edges as they are.
+    data = cora.clone()
+    repeated = data.edge_index[:, :500]
+    data.edge_index = torch.cat([data.edge_index, repeated, repeated.flip(0)], 1)
+    torch.manual_seed(0)
+    gat = GAT(cora.num_features, 8, num_layers=2, out_channels=7, heads=heads)
+    expected = gat(data.x, data.edge_index)
+    loader = OrchNeighborLoader(data, [-1, -1], batch_size=64)
+    batch = next(iter(loader))
+    out = OrchModel(gat, loader)(batch)
+    torch.testing.assert_close(out, expected[batch.n_id[:64]], atol=1e-5, rtol=1e-4)
+
+
 def test_rejects_what_it_cannot_wrap(cora):
     with pytest.raises(TypeError, match="BasicGNN"):
         OrchModel(torch.nn.Linear(3, 3))

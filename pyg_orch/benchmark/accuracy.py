@@ -23,8 +23,9 @@ from collections.abc import Callable
 import torch
 from torch_geometric.data import HeteroData
 
-from pyg_orch.benchmark.tasks import configuration, loss
+from pyg_orch.benchmark.tasks import HETERO_CONVS, configuration, loss
 from pyg_orch.datasets import load_dataset, power_law_hetero_graph
+from pyg_orch.hot.cache import CACHE_MODES
 from pyg_orch.nn.model import OrchModel
 from pyg_orch.options import add_option, hot_fraction, non_negative_int, positive_float
 from pyg_orch.train import train
@@ -82,6 +83,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(learnable labels, 128 features) instead (default: off)",
     )
     parser.add_argument(
+        "--conv",
+        choices=HETERO_CONVS,
+        default="sage",
+        help="with --hetero: the relation convs, HeteroConv(SAGEConv) or "
+        "HeteroConv(GATConv) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cache",
+        choices=CACHE_MODES,
+        default=None,
+        help="with --hetero: pyg_orch's hot cache mode (default: static, or "
+        "embedding where a relation conv aggregates with weights)",
+    )
+    parser.add_argument(
         "--scale",
         type=positive_float,
         default=0.02,
@@ -108,15 +123,25 @@ def _cell(values: list[float]) -> str:
 
 
 def saved_name(args: argparse.Namespace) -> str:
-    """The name ``--save`` gives this run's table: ``accuracy[_hetero][_bf16]``.
+    """The name ``--save`` gives this run's table.
+
+    ``accuracy[_hetero[_gat][_<cache>]][_bf16]``.
 
     Example:
         >>> saved_name(argparse.Namespace(hetero=True))
         'accuracy_hetero'
+        >>> saved_name(argparse.Namespace(hetero=True, conv="gat", cache="embedding"))
+        'accuracy_hetero_gat_embedding'
     """
-    name = "accuracy_hetero" if args.hetero else "accuracy"
+    parts = ["accuracy"]
+    if args.hetero:
+        parts.append("hetero")
+        conv, cache = getattr(args, "conv", "sage"), getattr(args, "cache", None)
+        parts += [conv] if conv != "sage" else []
+        parts += [cache] if cache is not None else []
     precision = getattr(args, "precision", "fp32")
-    return name if precision == "fp32" else f"{name}_{precision}"
+    parts += [precision] if precision != "fp32" else []
+    return "_".join(parts)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -199,14 +224,18 @@ def _config(args: argparse.Namespace, dataset: str, model: str) -> TrainConfig:
     )
 
 
+_CONV_NAMES = {"sage": "HeteroConv(SAGEConv)", "gat": "HeteroConv(GATConv)"}
+
+
 def run_hetero(args: argparse.Namespace) -> None:
     """Plain PyG against pyg_orch on the heterogeneous graph, one row."""
     start = time.perf_counter()
     data = power_law_hetero_graph(args.scale, num_features=128, seed=0)
     print(
         f"ogbn-mag-shaped graph (scale {args.scale:g}, learnable labels): "
-        f"{data.num_nodes:,} nodes, {data.num_edges:,} edges; HeteroConv(SAGEConv) "
-        f"on papers; fan-outs {args.num_neighbors}, batch {args.batch_size}, hidden "
+        f"{data.num_nodes:,} nodes, {data.num_edges:,} edges; "
+        f"{_CONV_NAMES[args.conv]} on papers, cache {args.cache or 'unset'}; "
+        f"fan-outs {args.num_neighbors}, batch {args.batch_size}, hidden "
         f"{args.hidden_channels}, {args.epochs} epochs, Adam 0.003, test accuracy "
         f"at the best validation epoch, whole-graph evaluation; seeds {args.seeds}; "
         f"hot method {args.hot_method}",
@@ -217,6 +246,8 @@ def run_hetero(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         hidden_channels=args.hidden_channels,
         hot_method=args.hot_method,
+        conv=args.conv,
+        cache=args.cache,
     )
     ratio = f"{args.hot_ratio:g}"
     if args.precision == "fp32":
@@ -237,7 +268,7 @@ def run_hetero(args: argparse.Namespace) -> None:
     print(f"| dataset | model | {names} | difference | minutes |")
     print("|---|---|---|---|---|---|")
     print(
-        f"| synthetic ogbn-mag | sage | {_cell(before)} | {_cell(after)} | "
+        f"| synthetic ogbn-mag | {args.conv} | {_cell(before)} | {_cell(after)} | "
         f"{_difference(before, after)} | {(time.perf_counter() - start) / 60:.1f} |",
         flush=True,
     )

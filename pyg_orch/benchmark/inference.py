@@ -21,7 +21,7 @@ import torch
 from torch_geometric.data import Data, HeteroData
 
 from pyg_orch.benchmark.graph import add_graph_arguments, benchmark_graph
-from pyg_orch.benchmark.tasks import HeteroGraphSAGE, graph_sage
+from pyg_orch.benchmark.tasks import HeteroGNN, graph_sage
 from pyg_orch.benchmark.timing import median_ms, time_calls
 from pyg_orch.datasets.synthetic import power_law_hetero_graph
 from pyg_orch.nn.model import OrchModel
@@ -106,8 +106,8 @@ def _model(data: Data | HeteroData, args: argparse.Namespace) -> torch.nn.Module
                                   num_neighbors=[-1, -1])  # fmt: skip
     if not args.hetero:
         return graph_sage(data, settings)
-    return HeteroGraphSAGE(data.metadata(), 128, args.hidden_channels,
-                           int(data["paper"].y.max()) + 1, 2)  # fmt: skip
+    return HeteroGNN(data.metadata(), 128, args.hidden_channels,
+                     int(data["paper"].y.max()) + 1, 2)  # fmt: skip
 
 
 def _plain_call(model: torch.nn.Module, data: Data | HeteroData) -> Callable:

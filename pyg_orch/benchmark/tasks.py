@@ -6,9 +6,10 @@ compiled extensions, and the model with ``trim_to_layer``) and the pyg_orch
 one at a hot ratio, and the loss of a batch:
 
 - ``node``: GraphSAGE node classification on the homogeneous power-law graph;
-- ``hetero``: :class:`HeteroGraphSAGE` (``HeteroConv`` of ``SAGEConv``, as
-  ``to_hetero(GraphSAGE)`` computes it) classifying the papers of the
-  ogbn-mag-shaped graph of :func:`~pyg_orch.datasets.power_law_hetero_graph`;
+- ``hetero``: :class:`HeteroGNN` (``HeteroConv`` of ``SAGEConv``, as
+  ``to_hetero(GraphSAGE)`` computes it, or of ``GATConv``) classifying the
+  papers of the ogbn-mag-shaped graph of
+  :func:`~pyg_orch.datasets.power_law_hetero_graph`;
 - ``link``: GraphSAGE link prediction (dot products, binary negatives) on the
   homogeneous power-law graph.
 """
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
-from torch_geometric.nn import GraphSAGE, HeteroConv, SAGEConv
+from torch_geometric.nn import GATConv, GraphSAGE, HeteroConv, SAGEConv
 from torch_geometric.utils import trim_to_layer
 
 from pyg_orch.benchmark.graph import benchmark_graph
@@ -187,12 +188,13 @@ def _hetero(
         "filter_per_worker": False,
     }
     papers = data["paper"]
-    model = HeteroGraphSAGE(
+    model = HeteroGNN(
         data.metadata(),
         papers.num_features,
         args.hidden_channels,
         int(papers.y.max()) + 1,
         len(args.num_neighbors),
+        conv=getattr(args, "conv", "sage"),
     )
     if hot_ratio is None:
         sampler = OrchNeighborSampler(data, num_neighbors=args.num_neighbors)
@@ -205,8 +207,9 @@ def _hetero(
 
         return loader, model, forward
     loader = OrchNeighborLoader(
-        data, hot_ratio=hot_ratio, hot_method=args.hot_method, **arguments
-    )
+        data, hot_ratio=hot_ratio, hot_method=args.hot_method,
+        cache=getattr(args, "cache", None), **arguments,
+    )  # fmt: skip
     wrapped = OrchModel(model, loader, precision=precision)
     return loader, wrapped, wrapped
 
@@ -242,19 +245,24 @@ def _link(
     return loader, wrapped, wrapped
 
 
-class HeteroGraphSAGE(torch.nn.Module):
-    """GraphSAGE on a heterogeneous graph, as PyG's hierarchical example builds it.
+#: The relation convs a :class:`HeteroGNN` is built of.
+HETERO_CONVS = ("sage", "gat")
 
-    One ``HeteroConv`` of ``SAGEConv`` per layer (relations summed, ReLU
-    between layers): what ``to_hetero(GraphSAGE)`` computes. It trims each
-    layer with PyG's ``trim_to_layer`` when given per-hop counts, as PyG's
-    ``examples/hetero/hierarchical_sage.py`` does; ``to_hetero(GraphSAGE)``
-    cannot (PyG 2.8's ``TrimToLayer`` refuses the pair of node counts of a
-    relation between two node types).
+
+class HeteroGNN(torch.nn.Module):
+    """A GNN on a heterogeneous graph, as PyG's hierarchical example builds it.
+
+    One ``HeteroConv`` per layer (relations summed, ReLU between layers), of
+    ``SAGEConv`` (``conv="sage"``: what ``to_hetero(GraphSAGE)`` computes) or
+    of one-head ``GATConv`` (``conv="gat"``, self loops on the relations
+    within one node type). It trims each layer with PyG's ``trim_to_layer``
+    when given per-hop counts, as PyG's ``examples/hetero/hierarchical_sage.py``
+    does; ``to_hetero`` models cannot (PyG 2.8's ``TrimToLayer`` refuses the
+    pair of node counts of a relation between two node types).
 
     Example:
         >>> metadata = (["a", "b"], [("a", "to", "b"), ("b", "rev_to", "a")])
-        >>> model = HeteroGraphSAGE(metadata, 4, 8, 2, num_layers=2)
+        >>> model = HeteroGNN(metadata, 4, 8, 2, num_layers=2, conv="gat")
         >>> x = {"a": torch.ones(3, 4), "b": torch.ones(2, 4)}
         >>> edges = torch.tensor([[0, 1], [1, 0]])
         >>> out = model(x, {("a", "to", "b"): edges, ("b", "rev_to", "a"): edges})
@@ -269,12 +277,18 @@ class HeteroGraphSAGE(torch.nn.Module):
         hidden_channels: int,
         out_channels: int,
         num_layers: int,
+        conv: str = "sage",
     ) -> None:
         super().__init__()
+        if conv not in HETERO_CONVS:
+            raise ValueError(f"conv must be one of {HETERO_CONVS}, got {conv!r}")
         sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         self.convs = torch.nn.ModuleList(
             HeteroConv(
-                {edge_type: SAGEConv(size_in, size_out) for edge_type in metadata[1]},
+                {
+                    edge_type: _relation_conv(conv, edge_type, size_in, size_out)
+                    for edge_type in metadata[1]
+                },
                 aggr="sum",
             )
             for size_in, size_out in zip(sizes[:-1], sizes[1:], strict=True)
@@ -314,3 +328,11 @@ def _trimmed(model: torch.nn.Module, batch: Any) -> Any:
         num_sampled_nodes_per_hop=batch.num_sampled_nodes,
         num_sampled_edges_per_hop=batch.num_sampled_edges,
     )
+
+
+def _relation_conv(
+    conv: str, edge_type: tuple[str, str, str], size_in: int, size_out: int
+) -> torch.nn.Module:
+    if conv == "gat":
+        return GATConv(size_in, size_out, add_self_loops=edge_type[0] == edge_type[2])
+    return SAGEConv(size_in, size_out)

@@ -17,9 +17,8 @@ from torch import Tensor
 
 from pyg_orch.aggregation import HALF_WIDTHS, kernel_array, sum_dtype
 from pyg_orch.hot.slots import HotSlots
-from pyg_orch.kernel_graph import node_map
 from pyg_orch.kernels import aggregate as kernels
-from pyg_orch.kernels.sample import sample_homogeneous
+from pyg_orch.kernels.sample import pick_columns
 
 #: The aggregations the cache computes, of raw features or (``weighted_``)
 #: of raw features times the graph's ``edge_weight``, as ``GraphConv`` with
@@ -65,6 +64,13 @@ class HotCache:
             ``weighted_`` kinds; ``None`` without.
         edge_perm: the CSC permutation of the edges (PyG's ``to_csc``):
             ``row[e]`` is edge ``edge_perm[e]``; ``None``: the identity.
+        slots: the hot nodes as a machine holding part of the graph finds
+            them (``None``: a dense map over the graph's nodes).
+        target_x: on a relation between two node types, the features of
+            the destination type (what ``embed`` hands the layer beside the
+            sources'); ``None`` for one type, or a type without features.
+        same_type: whether ``row`` holds nodes of the hot nodes' own type
+            (one node type); ``False`` on a relation between two.
 
     Example:
         >>> colptr, row = torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 0])
@@ -84,9 +90,12 @@ class HotCache:
         edge_perm: Tensor | None = None,
         *,
         slots: HotSlots | None = None,
+        target_x: Tensor | None = None,
+        same_type: bool = True,
     ):
         num_nodes = colptr.numel() - 1
         self.colptr, self.row, self.x = colptr, row, x.contiguous()
+        self.target_x, self.same_type = target_x, same_type
         self.edge_weight, self.edge_perm = edge_weight, edge_perm
         self.hot_nodes = hot_nodes.to(torch.long)
         # Each node's row among the hot ones (-1: cold), and the hot nodes
@@ -135,8 +144,9 @@ class HotCache:
         Example:
             >>> cache = HotCache.from_values(torch.tensor([2]), 4,
             ...                              {"mean": torch.tensor([[0.5]])})
-            >>> [t.tolist() for t in cache.lookup_kind("mean", torch.tensor([1, 2]))]
-            [[1], [[0.5]]]
+            >>> hot_index, hot_slot = cache.find(torch.tensor([1, 2]))
+            >>> hot_index.tolist(), cache.values("mean")[hot_slot].tolist()
+            ([1], [[0.5]])
         """
         if not values:
             raise ValueError("values must hold at least one kind of hot values")
@@ -150,11 +160,6 @@ class HotCache:
         cache.restore(values)
         cache.has_graph = False
         return cache
-
-    def lookup_kind(self, kind: str, frontier: Tensor) -> tuple[Tensor, Tensor]:
-        """:meth:`lookup` of the values of ``kind``, whichever kind is served."""
-        hot_index, hot_slot = self.find(frontier)
-        return hot_index, gather(self.values(kind), hot_slot)
 
     @property
     def num_hot(self) -> int:
@@ -285,19 +290,6 @@ class HotCache:
         dtype = sum_dtype(self.x.dtype)
         return torch.empty(self.num_hot, self.x.size(1), dtype=dtype)
 
-    def lookup(self, frontier: Tensor) -> tuple[Tensor, Tensor]:
-        """Finds the hot vertices of a frontier and gathers their aggregates.
-
-        Args:
-            frontier: global ids of a batch's frontier nodes.
-
-        Returns:
-            ``(hot_index, hot_agg)``: local positions of the hot frontier
-            nodes, and their aggregates of the cache's ``kind``.
-        """
-        hot_index, hot_slot = self.find(frontier)
-        return hot_index, gather(self.values(), hot_slot)
-
     def find(self, frontier: Tensor) -> tuple[Tensor, Tensor]:
         """Local positions of the hot nodes of ``frontier`` and their slots.
 
@@ -317,26 +309,38 @@ class HotCache:
         """Samples up to ``fanout`` in-neighbours of each of ``nodes``.
 
         Args:
-            nodes: distinct global ids.
+            nodes: distinct ids of hot-type nodes.
             fanout: neighbours per node (``-1``: all), without replacement.
             seed: the sampler's seed; the same seed gives the same sample.
 
         Returns:
-            ``(n_id, edge_index)``: global ids of the subgraph's nodes,
-            ``nodes`` first, and its edges in local ids (source, target).
-        """
-        node, row, col, *_ = sample_homogeneous(
-            self.colptr.numpy(),
-            self.row.numpy(),
-            nodes.numpy(),
-            np.array([fanout], dtype=np.int64),
-            False,
-            seed,
-            node_map(self.colptr.numel() - 1),
-            np.zeros(0, dtype=np.bool_),
+            ``(n_id, edge_index)``: the ids of the subgraph's source nodes,
+            each once (on one node type, ``nodes`` first, so that a source
+            that is one of them is its row), and its edges, from a row of
+            ``n_id`` to a position in ``nodes``.
+
+        Example:
+            >>> colptr, row = torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 0])
+            >>> cache = HotCache(colptr, row, torch.ones(3, 1),
+            ...                  hot_nodes=torch.tensor([0]))
+            >>> n_id, edge_index = cache.sample_neighborhood(torch.tensor([1, 0]), -1, 0)
+            >>> n_id.tolist(), edge_index.tolist()
+            ([1, 0, 2], [[1, 0, 2], [0, 1, 1]])
+        """  # noqa: E501 - a doctest's line
+        ptr, source = self._picks(nodes, fanout, seed)
+        target = torch.repeat_interleave(torch.arange(nodes.numel()), ptr.diff())
+        if not self.same_type:
+            n_id, local = torch.unique(source, return_inverse=True)
+            return n_id, torch.stack([local, target])
+        n_id, local = first_then_rest(nodes, source)
+        return n_id, torch.stack([local, target])
+
+    def _picks(self, nodes: Tensor, fanout: int, seed: int) -> tuple[Tensor, Tensor]:
+        # Each node's sampled in-neighbours: source[ptr[i]:ptr[i + 1]].
+        ptr, source = pick_columns(
+            self.colptr.numpy(), self.row.numpy(), nodes.numpy(), fanout, seed
         )
-        edge_index = torch.stack([torch.from_numpy(row), torch.from_numpy(col)])
-        return torch.from_numpy(node), edge_index
+        return torch.from_numpy(ptr), torch.from_numpy(source).long()
 
     def resample(self, fanout: int, seed: int, kind: str | None = None) -> Tensor:
         """The ``kind`` aggregation of every hot vertex over sampled neighbours.
@@ -355,34 +359,26 @@ class HotCache:
         """
         kind = self._kind(kind)
         check_resampled(kind)
-        n_id, (src, dst) = self.sample_neighborhood(self.hot_nodes, fanout, seed)
-        # A CSC over the whole graph in which only hot vertices have edges,
-        # holding their sampled sources, lets the exact kernel aggregate them.
-        # Its columns run in node-id order, which hot_nodes need not follow.
-        target = self.hot_nodes[dst]
-        order = torch.sort(target, stable=True).indices
-        colptr = torch.zeros_like(self.colptr)
-        colptr[1:] = torch.bincount(target, minlength=colptr.numel() - 1)
-        torch.cumsum(colptr, 0, out=colptr)
+        ptr, source = self._picks(self.hot_nodes, fanout, seed)
         out = self._sums()
         kernels.aggregate(
-            colptr.numpy(),
-            n_id[src[order]].numpy(),
+            ptr.numpy(),
+            source.numpy(),
             kernel_array(self.x),
-            self.hot_nodes.numpy(),
+            np.arange(self.num_hot),
             kind,
             out.numpy(),
         )
         return narrowed(out, self.x.dtype)
 
-    def embed(
-        self, layer: Callable[[Tensor, Tensor], Tensor], fanout: int, seed: int
-    ) -> Tensor:
+    def embed(self, layer: Callable[..., Tensor], fanout: int, seed: int) -> Tensor:
         """``layer``'s output for every hot vertex on sampled neighbourhoods.
 
         What ``embedding`` mode serves: ``layer(x_sub, edge_index)`` on the
-        subgraph of each hot vertex and up to ``fanout`` sampled in-neighbours,
-        computed without gradients, in chunks of hot vertices.
+        subgraph of each hot vertex and up to ``fanout`` sampled in-neighbours
+        (:meth:`sample_neighborhood`), computed without gradients, in chunks
+        of hot vertices. On a relation between two node types the layer
+        gets the pair ``(x_src, x_dst)``, as a relation's conv does.
 
         Example:
             >>> colptr, row = torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 0])
@@ -396,11 +392,45 @@ class HotCache:
             for index, nodes in enumerate(self.hot_nodes.split(_EMBED_CHUNK)):
                 chunk_seed = seed + index * (1 << 40)
                 n_id, edge_index = self.sample_neighborhood(nodes, fanout, chunk_seed)
-                rows = self.x[n_id]
-                # Half-width features reach the layer in float32.
-                rows = rows.float() if rows.dtype in HALF_WIDTHS else rows
+                rows = _layer_input(self.x[n_id])
+                if not self.same_type:
+                    rows = (rows, self._targets(nodes))
                 chunks.append(layer(rows, edge_index)[: nodes.numel()])
         return torch.cat(chunks) if chunks else self.x.new_zeros(0, self.x.size(1))
+
+    def _targets(self, nodes: Tensor) -> Tensor | None:
+        # The destinations' rows of a relation between two node types.
+        return None if self.target_x is None else _layer_input(self.target_x[nodes])
+
+
+def _layer_input(rows: Tensor) -> Tensor:
+    # Half-width features reach the layer in float32.
+    return rows.float() if rows.dtype in HALF_WIDTHS else rows
+
+
+def first_then_rest(first: Tensor, rest: Tensor) -> tuple[Tensor, Tensor]:
+    """The distinct ids of ``first`` then ``rest``, in that order, and ``rest``'s rows.
+
+    ``first`` holds distinct ids; the ids of ``rest`` not among them follow,
+    in ascending order.
+
+    Returns:
+        ``(ids, rows)``: ``ids[:len(first)] == first``, and
+        ``ids[rows] == rest``.
+
+    Example:
+        >>> ids, rows = first_then_rest(torch.tensor([5, 2]), torch.tensor([7, 5, 7]))
+        >>> ids.tolist(), rows.tolist()
+        ([5, 2, 7], [2, 0, 2])
+    """  # noqa: E501 - a doctest's line
+    unique, inverse = torch.unique(torch.cat([first, rest]), return_inverse=True)
+    place = torch.full((unique.numel(),), -1, dtype=torch.long)
+    place[inverse[: first.numel()]] = torch.arange(first.numel())
+    others = (place < 0).nonzero().view(-1)
+    place[others] = torch.arange(first.numel(), unique.numel())
+    ids = torch.empty_like(unique)
+    ids[place] = unique
+    return ids, place[inverse[first.numel() :]]
 
 
 def check_resampled(kind: str) -> None:

@@ -134,6 +134,27 @@ def frontier_size(num_sampled_nodes: list[int]) -> int:
     return sum(num_sampled_nodes[:-1])
 
 
+def served_rows(num_sampled_nodes: list[int], mode: str) -> tuple[int, int]:
+    """The frontier rows whose hot nodes a batch serves from the cache.
+
+    The whole frontier for aggregates (static or re-sampled), which the
+    device weighs with the current weights. An embedding is a constant, so
+    its row gets no gradient: only the hot nodes of the last frontier hop,
+    which the last hop did not expand, take one; the others have their
+    sampled neighbours and are computed, with gradients, on the device.
+
+    Returns:
+        ``(start, end)``, a range of the batch's rows.
+
+    Example:
+        >>> served_rows([4, 10, 30], "static"), served_rows([4, 10, 30], "embedding")
+        ((0, 14), (4, 14))
+    """  # noqa: E501 - a doctest's line
+    end = frontier_size(num_sampled_nodes)
+    start = frontier_size(num_sampled_nodes[:-1]) if mode == "embedding" else 0
+    return start, end
+
+
 def presample_counts(
     sampler: OrchNeighborSampler,
     input_nodes: Tensor | EdgeSamplerInput,

@@ -19,9 +19,20 @@ from torch import Tensor
 from torch_geometric.data import HeteroData
 
 from pyg_orch.hot.cache import HotCache, gather
-from pyg_orch.hot.choice import frontier_size
+from pyg_orch.hot.choice import served_rows
+from pyg_orch.sampling import derived_seed
 
 EdgeType = tuple[str, str, str]
+
+
+def relation_key(edge_type: EdgeType) -> str:
+    """The name of a relation's module, as ``to_hetero`` names it.
+
+    Example:
+        >>> relation_key(("author", "writes", "paper"))
+        'author__writes__paper'
+    """
+    return "__".join(edge_type)
 
 
 class RelationCache:
@@ -94,14 +105,20 @@ class RelationCache:
                     f"{edge_type[2]!r}: 0.0, ...}})"
                 )
             weight, perm = (edge_weights or {}).get(edge_type, (None, None))
+            same_type = edge_type[0] == edge_type[2]
             self.caches[edge_type] = HotCache(
-                colptr, row, features[edge_type[0]], hot, weight, perm
-            )
+                colptr, row, features[edge_type[0]], hot, weight, perm,
+                target_x=None if same_type else features.get(edge_type[2]),
+                same_type=same_type,
+            )  # fmt: skip
         # Every relation into a type shares its hot nodes, hence its slots.
         self.slots = {dst: cache.slot for (_, _, dst), cache in self.caches.items()}
-        self.kind: dict[EdgeType, str] | None = None
+        # Each relation's aggregation, or "embedding"; None until served.
+        self.kind: dict[EdgeType, str] | str | None = None
         self._mask: Tensor | None = None
-        # What HotVertices reads of any cache: static values.
+        # How the values are made (set by HotVertices), whether the user
+        # chose it, and in embedding mode what snapshots the relations'
+        # bottom convs (set by the model).
         self.mode, self.mode_chosen, self.snapshot = "static", False, None
         self._device: torch.device | None = None
 
@@ -225,10 +242,75 @@ class RelationCache:
                     f"or one of them weighted ('weighted_sum'), got {kind!r}"
                 )
             cache.kind = kind
-            cache.values()
-            if self.device is not None:
-                cache.device_values()
+            if self.mode == "static":
+                cache.values()
+                if self.device is not None:
+                    cache.device_values()
         self.kind = {edge_type: kinds[edge_type] for edge_type in self.caches}
+        self.snapshot = None
+
+    def resample(
+        self, fanout: int, seed: int, kind: dict[EdgeType, str] | None = None
+    ) -> dict[EdgeType, Tensor]:
+        """Each relation's aggregation of every hot node over sampled neighbours.
+
+        What ``resample`` mode serves (see :meth:`~pyg_orch.HotCache.resample`),
+        each relation drawing from its own seed.
+
+        Args:
+            fanout: sources sampled per hot node and relation (``-1``: all).
+            seed: the seed of this buffer.
+            kind: each relation's aggregation (the served ones if ``None``).
+
+        Example:
+            >>> colptr, row = torch.tensor([0, 2, 2]), torch.tensor([0, 1])
+            >>> cache = RelationCache(
+            ...     ["a", "b"], torch.tensor([0, 2, 4]),
+            ...     {("a", "to", "b"): (colptr, row)},
+            ...     {"a": torch.tensor([[1.0], [3.0]]), "b": torch.zeros(2, 1)},
+            ...     hot_nodes=torch.tensor([2]))
+            >>> cache.mode = "resample"
+            >>> cache.serve({("a", "to", "b"): "sum"})
+            >>> cache.resample(fanout=-1, seed=0)[("a", "to", "b")].tolist()
+            [[4.0]]
+        """
+        kinds = self.kind if kind is None else kind
+        return {
+            edge_type: cache.resample(fanout, derived_seed(seed, k), kinds[edge_type])
+            for k, (edge_type, cache) in enumerate(self.caches.items())
+        }
+
+    def embed(
+        self, layers: torch.nn.ModuleDict, fanout: int, seed: int
+    ) -> dict[EdgeType, Tensor]:
+        """Each relation's bottom conv output for its hot nodes, on sampled sources.
+
+        What ``embedding`` mode serves (see :meth:`~pyg_orch.HotCache.embed`):
+        ``layers[relation_key(edge_type)]`` run on up to ``fanout`` sampled
+        sources of each hot node, each relation drawing from its own seed.
+        Relations without a layer (the model has no conv for them) get none.
+
+        Example:
+            >>> colptr, row = torch.tensor([0, 2, 2]), torch.tensor([0, 1])
+            >>> cache = RelationCache(
+            ...     ["a", "b"], torch.tensor([0, 2, 4]),
+            ...     {("a", "to", "b"): (colptr, row)},
+            ...     {"a": torch.tensor([[1.0], [3.0]]), "b": torch.zeros(2, 1)},
+            ...     hot_nodes=torch.tensor([2]))
+            >>> from torch_geometric.nn import SAGEConv
+            >>> conv = SAGEConv((1, 1), 1, aggr="sum", bias=False, root_weight=False)
+            >>> _ = conv.lin_l.weight.data.fill_(2.0)
+            >>> layers = torch.nn.ModuleDict({"a__to__b": conv})
+            >>> cache.embed(layers, fanout=-1, seed=0)[("a", "to", "b")].tolist()
+            [[8.0]]
+        """
+        return {
+            edge_type: cache.embed(
+                layers[relation_key(edge_type)], fanout, derived_seed(seed, k)
+            )
+            for k, (edge_type, cache) in enumerate(self.caches.items())
+            if relation_key(edge_type) in layers
+        }
 
     def annotate(self, batch: HeteroData) -> None:
         """Adds the hot part to a batch: hot rows per type, their values per relation.
@@ -243,14 +325,15 @@ class RelationCache:
             if node_type not in batch.node_types:
                 continue
             store = batch[node_type]
-            frontier = store.n_id[: frontier_size(store.num_sampled_nodes)]
-            slots = slot[frontier]
-            store.hot_index = (slots >= 0).nonzero().view(-1)
-            hot_slots = slots[store.hot_index]
+            start, end = served_rows(store.num_sampled_nodes, self.mode)
+            slots = slot[store.n_id[start:end]]
+            hot_index = (slots >= 0).nonzero().view(-1)
+            store.hot_index = hot_index + start
+            hot_slots = slots[hot_index]
             for edge_type, cache in self.caches.items():
                 if edge_type[2] != node_type:
                     continue
-                if self.device is None:
+                if self.mode == "static" and self.device is None:
                     batch[edge_type].hot_agg = gather(cache.values(), hot_slots)
                 else:
                     batch[edge_type].hot_slot = hot_slots
@@ -286,3 +369,24 @@ class RelationCache:
                 "a heterogeneous hot cache saves no values (they are "
                 "recomputed from the graph), but cache_values is not empty"
             )
+
+
+def fill_relations(batch: HeteroData, values: dict[EdgeType, Tensor]) -> None:
+    """Puts each relation's rows of a re-made buffer in an annotated batch.
+
+    ``batch[relation].hot_agg`` from ``values[relation]`` at the ``hot_slot``
+    that :meth:`RelationCache.annotate` left; a relation without values (no
+    conv of the model reads it) gets none.
+
+    Example:
+        >>> batch = HeteroData()
+        >>> batch["a", "to", "b"].hot_slot = torch.tensor([1])
+        >>> fill_relations(batch, {("a", "to", "b"): torch.tensor([[1.0], [2.0]])})
+        >>> batch["a", "to", "b"].hot_agg.tolist()
+        [[2.0]]
+    """
+    for edge_type, store in zip(batch.edge_types, batch.edge_stores, strict=True):
+        if "hot_slot" in store:
+            if edge_type in values:
+                store.hot_agg = gather(values[edge_type], store.hot_slot)
+            del store.hot_slot

@@ -14,9 +14,9 @@ from typing import Any
 
 from torch import Tensor
 
-from pyg_orch.hot.cache import AGGREGATIONS, HotCache, check_resampled
-from pyg_orch.hot.choice import frontier_size
-from pyg_orch.hot.relation_cache import RelationCache
+from pyg_orch.hot.cache import AGGREGATIONS, HotCache, check_resampled, gather
+from pyg_orch.hot.choice import served_rows
+from pyg_orch.hot.relation_cache import RelationCache, fill_relations
 
 # Versions of serve, unique in the process: a batch's hot_version names the
 # serving, whichever loader made it.
@@ -56,23 +56,15 @@ def apply_serving(
             "this loader has no hot vertices (hot_ratio=0 and no hot set): "
             "there are no hot values to serve"
         )
-    if isinstance(cache, RelationCache):
-        if not isinstance(kind, dict):
-            raise NotImplementedError(
-                f"a heterogeneous graph's hot nodes are served per relation: "
-                f"kind must be a dict of aggregations by edge type, got "
-                f"{kind!r} (a bottom layer that aggregates with weights, "
-                f"such as GATConv, needs cache='embedding', which "
-                f"heterogeneous graphs do not support yet: set hot_ratio=0)"
-            )
-        cache.serve(kind)
-    elif kind == "embedding":
+    if kind == "embedding":
         _serve_embedding(cache, snapshot)
+    elif isinstance(cache, RelationCache):
+        _serve_relations(cache, kind)
     else:
         _serve_aggregation(cache, kind)
 
 
-def _serve_embedding(cache: HotCache, snapshot: Any) -> None:
+def _serve_embedding(cache: HotCache | RelationCache, snapshot: Any) -> None:
     if snapshot is None:
         raise ValueError("serve('embedding') needs the snapshot of the layer")
     if cache.mode_chosen and cache.mode != "embedding":
@@ -85,19 +77,26 @@ def _serve_embedding(cache: HotCache, snapshot: Any) -> None:
     cache.mode, cache.kind, cache.snapshot = "embedding", "embedding", snapshot
 
 
+def _serve_relations(cache: RelationCache, kinds: Any) -> None:
+    if not isinstance(kinds, dict):
+        raise ValueError(
+            f"a heterogeneous graph's hot nodes are served per relation: kind "
+            f"must be a dict of aggregations by edge type, or 'embedding', "
+            f"got {kinds!r}"
+        )
+    _leave_embedding(cache)
+    if cache.mode == "resample":
+        for kind in kinds.values():
+            check_resampled(kind)
+    cache.serve(kinds)
+
+
 def _serve_aggregation(cache: HotCache, kind: str) -> None:
     if kind not in AGGREGATIONS:
         raise ValueError(
             f"kind must be one of {AGGREGATIONS} or 'embedding', got {kind!r}"
         )
-    if cache.mode == "embedding":
-        if cache.mode_chosen:
-            raise NotImplementedError(
-                "the loader was built with cache='embedding', which serves "
-                "layer outputs; serve it with kind='embedding' or build it "
-                "with another cache mode"
-            )
-        cache.mode = "static"  # an earlier model had switched it
+    _leave_embedding(cache)
     if cache.mode == "resample":
         check_resampled(kind)  # before a refresher thread would fail on it
     cache.kind, cache.snapshot = kind, None
@@ -107,6 +106,19 @@ def _serve_aggregation(cache: HotCache, kind: str) -> None:
         cache.values()
         if cache.device is not None:
             cache.device_values()
+
+
+def _leave_embedding(cache: HotCache | RelationCache) -> None:
+    # Aggregates are served: embedding mode ends, unless the user chose it.
+    if cache.mode != "embedding":
+        return
+    if cache.mode_chosen:
+        raise NotImplementedError(
+            "the loader was built with cache='embedding', which serves layer "
+            "outputs; serve it with kind='embedding' or build it with another "
+            "cache mode"
+        )
+    cache.mode = "static"  # an earlier model had switched it
 
 
 def check_served(cache: HotCache | RelationCache | None, ratio: Any) -> None:
@@ -163,25 +175,55 @@ def annotate_batch(
         return
     if isinstance(cache, RelationCache):
         cache.annotate(batch)
-        batch.hot_kind, batch.hot_version = "relations", version
+        batch.hot_kind, batch.hot_version = served_kind(cache), version
         return
-    frontier = batch.n_id[: frontier_size(batch.num_sampled_nodes)]
+    start, end = served_rows(batch.num_sampled_nodes, cache.mode)
+    hot_index, hot_slot = cache.find(batch.n_id[start:end])
+    batch.hot_index = hot_index + start
     if cache.mode == "static" and cache.device is None:
-        batch.hot_index, batch.hot_agg = cache.lookup(frontier)
+        batch.hot_agg = gather(cache.values(), hot_slot)
     else:
         # The values come from the refresher's buffer for this batch,
         # or from the device (see cache.to_device).
-        batch.hot_index, batch.hot_slot = _find(cache, batch, frontier)
+        batch.hot_slot = hot_slot
     batch.hot_kind, batch.hot_version = cache.kind, version
 
 
-def _find(cache: HotCache, batch: Any, frontier: Tensor) -> tuple[Tensor, Tensor]:
-    if cache.mode != "embedding":
-        return cache.find(frontier)
-    # An embedding is a constant, so its row gets no gradient: only the
-    # hot nodes the last hop did not expand take one. The others have
-    # their sampled neighbours and are computed, with gradients, on the
-    # device.
-    start = frontier_size(batch.num_sampled_nodes[:-1])
-    hot_index, hot_slot = cache.find(frontier[start:])
-    return hot_index + start, hot_slot
+def served_kind(cache: HotCache | RelationCache) -> str | None:
+    """What a batch's hot values are, as its ``hot_kind`` names them.
+
+    The aggregation of a homogeneous cache (or ``"embedding"``); on a
+    heterogeneous graph ``"relations"`` (aggregates per relation) or
+    ``"embedding"`` (each relation's bottom conv output).
+
+    Example:
+        >>> import torch
+        >>> cache = HotCache(torch.tensor([0, 0]), torch.tensor([], dtype=torch.long),
+        ...                  torch.zeros(1, 1), hot_nodes=torch.tensor([0]))
+        >>> cache.kind = "mean"
+        >>> served_kind(cache)
+        'mean'
+    """
+    if not isinstance(cache, RelationCache):
+        return cache.kind
+    if cache.kind is None:
+        return None
+    return "embedding" if cache.mode == "embedding" else "relations"
+
+
+def fill_hot(batch: Any, values: Tensor | dict[Any, Tensor]) -> None:
+    """Puts the batch's rows of a re-made buffer where ``annotate`` left slots.
+
+    Example:
+        >>> import torch
+        >>> from torch_geometric.data import Data
+        >>> batch = Data(hot_slot=torch.tensor([1]))
+        >>> fill_hot(batch, torch.tensor([[1.0], [2.0]]))
+        >>> batch.hot_agg.tolist(), "hot_slot" in batch
+        ([[2.0]], False)
+    """
+    if isinstance(values, dict):
+        fill_relations(batch, values)
+        return
+    batch.hot_agg = gather(values, batch.hot_slot)
+    del batch.hot_slot

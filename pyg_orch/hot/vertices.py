@@ -40,6 +40,7 @@ from pyg_orch.hot.serving import (
     apply_serving,
     check_served,
     next_version,
+    served_kind,
 )
 from pyg_orch.hot.state import check_hot_state
 from pyg_orch.hot.tuning import (
@@ -161,7 +162,7 @@ class HotVertices:
         """
         hot, auto = self.options.hot, self.ratio == "auto"
         if auto or hot is not None or _positive(self.ratio):
-            check_support(self.sampler, self.features, self.mode)
+            check_support(self.sampler, self.features)
         if auto or (hot is None and _positive(self.ratio)):
             chosen = select_hot(
                 self.sampler,
@@ -245,8 +246,8 @@ class HotVertices:
                 sampler.colptr, sampler.row, self.features, hot.nodes,
                 edge_weight=self.edge_weight, edge_perm=sampler.perm,
             )  # fmt: skip
-            self.cache.mode = self.mode or "static"
-            self.cache.mode_chosen = self.mode is not None
+        self.cache.mode = self.mode or "static"
+        self.cache.mode_chosen = self.mode is not None
         if 0 < self.cache.value_bytes() <= self.device_bytes:
             self.cache.device = self.device
         sampler.hot_mask = self.cache.mask
@@ -314,7 +315,7 @@ class HotVertices:
     @property
     def served(self) -> tuple[str | None, int] | None:
         """The kind and version served, as batches carry them (``None``: no cache)."""
-        return None if self.cache is None else (self.cache.kind, self.version)
+        return None if self.cache is None else (served_kind(self.cache), self.version)
 
     @property
     def dynamic(self) -> bool:
@@ -482,11 +483,11 @@ def _relation_cache(
     )
 
 
-def check_support(sampler: Any, features: Any, mode: str | None) -> None:
-    """Raises unless ``sampler`` and ``features`` can have hot vertices in ``mode``.
+def check_support(sampler: Any, features: Any) -> None:
+    """Raises unless ``sampler`` and ``features`` can have hot vertices.
 
     Example:
-        >>> check_support(None, None, None)
+        >>> check_support(None, None)
         Traceback (most recent call last):
         ...
         NotImplementedError: hot vertices need OrchNeighborLoader's own Numba sampler, not a neighbor_sampler of your own; drop it or set hot_ratio=0
@@ -517,12 +518,6 @@ def check_support(sampler: Any, features: Any, mode: str | None) -> None:
         raise ValueError(
             "hot vertices need node features data.x to aggregate; give the "
             "graph an x or set hot_ratio=0"
-        )
-    if sampler.is_hetero and mode not in (None, "static"):
-        raise NotImplementedError(
-            f"cache={mode!r} is not supported on heterogeneous graphs "
-            f"yet: their hot values are static, exact full-neighbourhood "
-            f"aggregates per relation. Leave cache unset (or 'static')"
         )
 
 

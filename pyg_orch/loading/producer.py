@@ -13,11 +13,10 @@ import time
 from collections.abc import Callable, Iterable
 
 import torch
-from torch import Tensor
 from torch_geometric.data import Data
 
-from pyg_orch.hot.cache import gather
 from pyg_orch.hot.refresher import HotRefresher
+from pyg_orch.hot.serving import fill_hot
 from pyg_orch.hot.tuning import median_seconds
 from pyg_orch.hot.vertices import HotVertices
 from pyg_orch.loading.epoch import EpochPlan
@@ -91,7 +90,7 @@ class BatchProducer:
         created = None
         if refresher is not None:
             values = refresher.values(index)
-            _fill_hot(batch, values.values)
+            fill_hot(batch, values.values)
             batch.hot_kind, batch.hot_version = served
             created = values.created
         if self.device is not None:
@@ -129,16 +128,10 @@ class BatchProducer:
                 tick = time.perf_counter()
                 batch = self.make_batch(seeds)
                 if values is not None:
-                    _fill_hot(batch, values)
+                    fill_hot(batch, values)
                 if self.device is not None:
                     batch = self._to_device(batch)
                 cpu.append(time.perf_counter() - tick + refresh_seconds)
                 device.append(step_seconds(batch))
         # The first batch warms caches and kernels up.
         return median_seconds(cpu[1:]), median_seconds(device[1:])
-
-
-def _fill_hot(batch: Data, values: Tensor) -> None:
-    # The batch's hot rows of a refreshed buffer, gathered where it holds slots.
-    batch.hot_agg = gather(values, batch.hot_slot)
-    del batch.hot_slot

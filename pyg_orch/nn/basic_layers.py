@@ -23,7 +23,6 @@ from tqdm.auto import tqdm
 from pyg_orch.aggregation import aggregate_neighbours
 from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.nn.convs import (
-    FUSED,
     cache_kind,
     cold_rows,
     conv_output,
@@ -31,6 +30,7 @@ from pyg_orch.nn.convs import (
     fused_kind,
     row_pointers,
     sort_by_destination,
+    takes_adjacency,
 )
 from pyg_orch.nn.whole_graph import WholeGraph
 
@@ -199,11 +199,7 @@ class BasicLayers:
         # lacks on the CPU: PyG's message passing then (slower, but exact),
         # as with edge values, which it takes as the plain model passes them.
         autocast = torch.is_autocast_enabled(x.device.type)
-        if (
-            isinstance(conv.aggr, str)
-            and conv.aggr in FUSED
-            and not (autocast or edge_values)
-        ):
+        if takes_adjacency(conv) and not (autocast or edge_values):
             ones = x.new_ones(src.numel())
             adjacency, size = csr_adjacency(src, dst, ones, num_dst, x.size(0)), None
         else:

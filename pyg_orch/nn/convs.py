@@ -5,6 +5,7 @@ Shared by the homogeneous and heterogeneous model wrappers.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import warnings
 from collections.abc import Collection
@@ -78,6 +79,24 @@ _HOOKS = ("_forward_hooks", "_forward_pre_hooks") + tuple(
     for stage in ("propagate", "message", "aggregate", "message_and_aggregate")
     for when in ("_pre", "")
 )
+
+
+def takes_adjacency(conv: torch.nn.Module) -> bool:
+    """Whether ``conv`` aggregates a sparse adjacency exactly as its edges.
+
+    So do convs whose aggregation of raw messages is a sum or mean that PyG
+    computes as one sparse product (``SAGEConv``, ``GraphConv``,
+    ``GINConv``). Others, such as ``GATConv``, treat a sparse adjacency as a
+    set of edges: adding self loops coalesces it, which merges an edge that
+    the graph repeats, while the plain model counts each copy.
+
+    Example:
+        >>> from torch_geometric.nn import GATConv
+        >>> takes_adjacency(SAGEConv(8, 4)), takes_adjacency(GATConv(8, 4))
+        (True, False)
+    """
+    aggr = getattr(conv, "aggr", None)
+    return isinstance(aggr, str) and aggr in FUSED and cache_kind(conv) is not None
 
 
 def fused_kind(conv: torch.nn.Module, own_hooks: Collection = ()) -> str | None:
@@ -207,3 +226,44 @@ def cold_rows(num_rows: int, hot_index: Tensor) -> Tensor:
     cold = torch.ones(num_rows, dtype=torch.bool, device=hot_index.device)
     cold[hot_index] = False
     return cold
+
+
+def without_hooks(module: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy of ``module`` without the hooks registered on it.
+
+    The template of the weight snapshots that embedding mode computes with.
+
+    Example:
+        >>> conv = SAGEConv(4, 2)
+        >>> _ = conv.register_forward_hook(lambda *args: None)
+        >>> len(without_hooks(conv)._forward_hooks), len(conv._forward_hooks)
+        (0, 1)
+    """
+    # Hooks are bound methods of their owners: copying them would copy those.
+    memo = {
+        id(value): type(value)()
+        for part in module.modules()
+        for name, value in vars(part).items()
+        if "hooks" in name and isinstance(value, dict)
+    }
+    return copy.deepcopy(module, memo)
+
+
+def weight_snapshot(
+    template: torch.nn.Module, live: torch.nn.Module
+) -> torch.nn.Module:
+    """A CPU copy of ``template`` holding ``live``'s current weights, in eval mode.
+
+    Taken between optimizer steps, in the training thread, for the hot
+    refresher thread to compute with.
+
+    Example:
+        >>> live = SAGEConv(4, 2)
+        >>> snapshot = weight_snapshot(without_hooks(live), live)
+        >>> bool(snapshot.lin_l.weight.eq(live.lin_l.weight).all()), snapshot.training
+        (True, False)
+    """
+    layer = copy.deepcopy(template)
+    state = live.state_dict()
+    layer.load_state_dict({key: v.detach().cpu() for key, v in state.items()})
+    return layer.eval()

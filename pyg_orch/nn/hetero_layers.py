@@ -6,13 +6,16 @@ relation and layer, then combine the relations' outputs per node type.
 are cut to what its layer needs (the bipartite ``(x_src, x_dst[:num_dst])``
 of the hops still needed, on that layer's edges, as the homogeneous wrapper
 does); in the bottom layer, the aggregation of each hot destination row is
-replaced by the relation's cached full-neighbourhood aggregate, to which the
-conv applies its current weights.
+replaced by the relation's cached aggregate (full-neighbourhood or
+re-sampled), to which the conv applies its current weights; or, in embedding
+mode, the conv's output of each hot row of the last frontier hop is replaced
+by the relation's embedding, computed on the CPU from a weight snapshot.
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +26,10 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn.conv import GraphConv, MessagePassing, SAGEConv
 
 from pyg_orch.aggregation import aggregate_neighbours
+from pyg_orch.hot.relation_cache import relation_key
 from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.loading.graph_inputs import edge_values
 from pyg_orch.nn.convs import (
-    FUSED,
     cache_kind,
     cold_rows,
     conv_output,
@@ -35,6 +38,9 @@ from pyg_orch.nn.convs import (
     reads_edge_value,
     row_pointers,
     sort_by_destination,
+    takes_adjacency,
+    weight_snapshot,
+    without_hooks,
 )
 from pyg_orch.nn.whole_graph import WholeGraph
 
@@ -99,6 +105,8 @@ class _Forward:
     # For inference: the whole graph, whose every destination row of every
     # layer gets its full-neighbourhood aggregate.
     whole: HeteroData | None = None
+    # Whether hot_agg holds the bottom convs' outputs (embedding mode).
+    embedded: bool = False
     calls: dict[EdgeType, int] = field(default_factory=dict)
     cold: dict[str, Tensor] = field(default_factory=dict)
 
@@ -191,6 +199,11 @@ class HeteroLayers:
         self._forward: _Forward | None = None
         # (hot rows or None for all rows, their values) of the conv running.
         self._hot_rows: tuple[Tensor | None, Tensor] | None = None
+        # (hot rows, their outputs) that replace the running conv's output.
+        self._embedded_rows: tuple[Tensor, Tensor] | None = None
+        # In embedding mode: hook-free copies of the hot relations' bottom
+        # convs, the templates of their weight snapshots, by relation_key.
+        self._templates: torch.nn.ModuleDict | None = None
         # The output of the conv running, where _trim computed it itself.
         self._output: Tensor | None = None
         # Each relation's CSC form, built by the first inference on a graph.
@@ -252,11 +265,7 @@ class HeteroLayers:
         for relation, conv in self.bottom.items():
             store = edge_values(data, relation)
             kind = cache_kind(conv)
-            given = {
-                name
-                for name in self.edge_keywords
-                if store.get(name) is not None and reads_edge_value(conv, name)
-            }
+            given = self._read_edge_values(data, relation, conv)
             if kind is None or "edge_attr" in given:
                 kinds[relation] = None
             elif "edge_weight" in given:
@@ -271,6 +280,95 @@ class HeteroLayers:
             else:
                 kinds[relation] = kind
         return kinds
+
+    def serve(self, loader: Any) -> int:
+        """Serves ``loader``'s hot nodes to this model; returns the serving's version.
+
+        Each hot relation's bottom conv is served its aggregate (static or
+        re-sampled, as the loader's ``cache`` says) where one serves it
+        exactly; otherwise, or with ``cache="embedding"``, every hot
+        relation is served its bottom conv's output from a weight snapshot
+        (embedding mode, switched to with a warning unless chosen).
+
+        Raises:
+            NotImplementedError: a relation GCN's normalisation serves
+                neither way, edge values a hot relation's conv reads in
+                embedding mode, or a ``cache`` chosen that cannot serve.
+            ValueError: lazy parameters of a hot relation's bottom conv not
+                yet initialised, in embedding mode.
+        """
+        cache = loader.cache
+        kinds = self.hot_kinds(loader.data)
+        relations = [r for r in cache.relations if r in kinds]
+        unserved = {r: type(self.bottom[r]).__name__ for r in relations if not kinds[r]}
+        gcn = [r for r in relations if kinds[r] == "gcn"]
+        if gcn:
+            raise NotImplementedError(
+                f"GCNConv normalises by degrees of the whole relation, which "
+                f"neither a hot aggregate nor an embedding on sampled "
+                f"neighbours keeps; these relations have one at the bottom: "
+                f"{gcn}. Use hot_ratio=0, or hot_ratio={{node_type: 0.0}} for "
+                f"their destination types"
+            )
+        if not unserved and not (cache.mode_chosen and cache.mode == "embedding"):
+            return loader.serve({r: kinds[r] for r in relations})
+        self._check_embeddable(loader.data, relations)
+        self._templates = torch.nn.ModuleDict(
+            {relation_key(r): without_hooks(self.bottom[r]).cpu() for r in relations}
+        )
+        switched = cache.mode != "embedding"
+        # Refuses an explicitly chosen cache mode that serves no layer output.
+        version = loader.serve("embedding", self._snapshot)
+        if switched:
+            warnings.warn(
+                f"OrchModel: the bottom convs of relations {unserved} aggregate "
+                f"with weights, so hot nodes use cache='embedding': each "
+                f"relation's output, computed on the CPU from a weight "
+                f"snapshot at most {loader.staleness} training steps old",
+                stacklevel=4,
+            )
+        return version
+
+    def _check_embeddable(self, data: Any, relations: list[EdgeType]) -> None:
+        # An embedding is computed from the features alone, by initialised
+        # weights: no edge value reaches it.
+        for relation in relations:
+            conv = self.bottom[relation]
+            if any(is_lazy(parameter) for parameter in conv.parameters()):
+                raise ValueError(
+                    f"the bottom conv of relation {relation} has lazy parameters "
+                    f"not yet initialised, and embedding mode snapshots its "
+                    f"weights: run the model once first, e.g. with "
+                    f"torch.no_grad(): model(data.x_dict, data.edge_index_dict)"
+                )
+            read = self._read_edge_values(data, relation, conv)
+            if read:
+                raise NotImplementedError(
+                    f"embedding mode computes relation {relation}'s hot outputs "
+                    f"without edge values, but its bottom conv reads "
+                    f"{sorted(read)}: use hot_ratio=0, or hot_ratio="
+                    f"{{{relation[2]!r}: 0.0}}"
+                )
+
+    def _snapshot(self) -> torch.nn.ModuleDict:
+        # The hot relations' bottom convs with their current weights.
+        live = torch.nn.ModuleDict(
+            {
+                key: conv
+                for relation, conv in self.bottom.items()
+                if (key := relation_key(relation)) in self._templates
+            }
+        )
+        return weight_snapshot(self._templates, live)
+
+    def _read_edge_values(self, data: Any, relation: EdgeType, conv: Any) -> set[str]:
+        # The edge values of the relation the model hands conv and it reads.
+        store = edge_values(data, relation)
+        return {
+            name
+            for name in self.edge_keywords
+            if store.get(name) is not None and reads_edge_value(conv, name)
+        }
 
     def forward_batch(self, batch: HeteroData, device: torch.device) -> Any:
         """The model's output for the seed nodes of a heterogeneous batch.
@@ -303,7 +401,10 @@ class HeteroLayers:
             r: v.to(device, non_blocking=True) for r, v in batch.edge_index_dict.items()
         }
         values = self.edge_values(batch, device)
-        out = self.run(x, edge_index, nodes, edges, hot_index, hot_agg, values)
+        embedded = getattr(batch, "hot_kind", None) == "embedding"
+        out = self.run(
+            x, edge_index, nodes, edges, hot_index, hot_agg, values, embedded
+        )
         return _seed_rows(batch, out, nodes)
 
     @torch.no_grad()
@@ -349,6 +450,7 @@ class HeteroLayers:
         hot_index: dict[str, Tensor],
         hot_agg: dict[EdgeType, Tensor],
         edge_values: dict[str, dict[EdgeType, Tensor]] | None = None,
+        embedded: bool = False,
     ) -> Any:
         """``model(x, edge_index)`` with every relation conv cut to its layer.
 
@@ -361,6 +463,8 @@ class HeteroLayers:
             hot_agg: their aggregates per relation into their type.
             edge_values: the batch's edge values the model takes, by name
                 (``edge_weight``, ``edge_attr``) and relation.
+            embedded: ``hot_agg`` holds the bottom convs' outputs of the hot
+                rows (embedding mode), not their aggregates.
 
         Returns:
             The model's output.
@@ -373,13 +477,15 @@ class HeteroLayers:
         self._check_served(hot_index, hot_agg)
         values = edge_values or {}
         self._forward = _Forward(
-            num_layers, nodes, edges, edge_index, x, hot_index, hot_agg, values
-        )
+            num_layers, nodes, edges, edge_index, x, hot_index, hot_agg, values,
+            embedded=embedded,
+        )  # fmt: skip
         try:
             out = self._call(x, edge_index, values)
             calls = self._forward.calls
         finally:
             self._forward, self._hot_rows, self._output = None, None, None
+            self._embedded_rows = None
         wrong = {r: n for r, n in calls.items() if n != num_layers}
         if wrong:
             raise ValueError(
@@ -439,11 +545,15 @@ class HeteroLayers:
         src, dst = edge_index[:, :num_edges]
         keep: Tensor | slice = slice(None)
         if layer == 0 and relation in forward.hot_agg:
-            self._check_bottom(conv, relation, x_src, forward)
+            self._check_bottom(conv, relation, (x_src, x_dst), forward)
             # Hot rows come from the cache: their sampled edges are not needed.
             keep = forward.cold_mask(target, num_dst)[dst]
             src, dst = src[keep], dst[keep]
-            self._hot_rows = (forward.hot_index[target], forward.hot_agg[relation])
+            hot = (forward.hot_index[target], forward.hot_agg[relation])
+            if forward.embedded:
+                self._embedded_rows = hot  # replace the output's rows
+            else:
+                self._hot_rows = hot  # replace the aggregation's rows
         inputs = (_rows(x_src, num_src), _rows(x_dst, num_dst))
         kind = None if given else self._fused_kind(conv, x_dst)
         if kind is not None:
@@ -487,10 +597,15 @@ class HeteroLayers:
         self._hot_rows = (None, agg.to(x_dst.device))
 
     def _check_bottom(
-        self, conv: Any, relation: EdgeType, x_src: Tensor, forward: _Forward
+        self, conv: Any, relation: EdgeType, x: tuple, forward: _Forward
     ) -> None:
-        # The cache holds aggregates of raw features for the bottom conv.
-        if conv is not self.bottom[relation] or x_src is not forward.x[relation[0]]:
+        # The cache holds aggregates of raw features for the bottom conv (or
+        # its outputs on raw features: embeddings, which read x_dst too).
+        source, _, target = relation
+        raw = x[0] is forward.x[source] and (
+            not forward.embedded or x[1] is forward.x.get(target)
+        )
+        if conv is not self.bottom[relation] or not raw:
             raise ValueError(
                 f"the hot cache holds aggregates of the raw features of "
                 f"{relation[0]!r} for relation {relation}'s bottom conv, but "
@@ -520,9 +635,15 @@ class HeteroLayers:
         return fused_kind(conv, own_hooks=hooks)
 
     def _finish(self, module: Any, inputs: Any, output: Any) -> Tensor | None:
-        # The output _trim computed, in place of PyG's on no rows.
-        output, self._output, self._hot_rows = self._output, None, None
-        return output
+        # The output _trim computed, in place of PyG's on no rows, with the
+        # embedded hot rows in place of theirs.
+        computed, self._output, self._hot_rows = self._output, None, None
+        output = output if computed is None else computed
+        embedded, self._embedded_rows = self._embedded_rows, None
+        if embedded is None:
+            return output
+        hot_index, hot_output = embedded
+        return output.index_copy(0, hot_index, hot_output.to(output.dtype))
 
 
 def _per_hop_counts(
@@ -592,13 +713,12 @@ def _edges(
     given: dict[str, Tensor],
 ) -> Tensor:
     # The edges as the conv aggregates them fastest: a sparse product for
-    # the aggregations it fuses, an edge_index of the given size otherwise:
+    # the convs that take one exactly, an edge_index of the given size otherwise:
     # with edge values, which the product would leave out, and under
     # autocast, whose bfloat16 rows torch's sparse product lacks on the CPU
     # (PyG's message passing then, as the plain model computes).
     autocast = torch.is_autocast_enabled(x_src.device.type)
-    fused = isinstance(conv.aggr, str) and conv.aggr in FUSED
-    if fused and not (autocast or given):
+    if takes_adjacency(conv) and not (autocast or given):
         ones = x_src.new_ones(src.numel())
         return csr_adjacency(src, dst, ones, num_dst, x_src.size(0))
     kwargs["size"] = (x_src.size(0), num_dst)

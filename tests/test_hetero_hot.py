@@ -528,6 +528,34 @@ def test_inference_rebuilds_a_relation_only_for_new_or_changed_edges(data):
     check(changed)
 
 
+def test_later_inferences_reuse_raw_aggregates_until_the_features_change(data):
+    model, reference = build(hetero_conv, data)
+    orch = OrchModel(model)
+    graph = data.clone()
+
+    def check():
+        out = orch.inference(graph)
+        with torch.no_grad():
+            expected = reference(graph.x_dict, graph.edge_index_dict)
+        for node_type, value in expected.items():
+            check_close(out[node_type], value)
+        return out
+
+    first, again = check(), check()
+    assert all(torch.equal(first[t], again[t]) for t in first)
+    graph["author"].x.mul_(-2)  # the same tensor, changed in place
+    changed = check()
+    assert not torch.equal(changed["paper"], first["paper"])
+    graph["paper"].x = graph["paper"].x + 1  # another tensor
+    check()
+    # The weights change: the kept aggregates are of features alone.
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(0.5)
+    reference.load_state_dict(model.state_dict())
+    check()
+
+
 # 5. Refusals -----------------------------------------------------------------
 
 
@@ -828,22 +856,29 @@ def test_edge_values_are_exact_against_the_whole_graph(valued, make, hot_ratio):
 # Relation convs aggregated by pyg_orch's kernels ----------------------------
 
 
-def wrapped_sage(data):
+def wrapped_sage(data, make=sage, precision="fp32"):
     """``to_hetero(GraphSAGE)``, wrapped with a hot loader, and a batch."""
-    model, _ = build(sage, data)
+    model, _ = build(make, data)
     loader = OrchNeighborLoader(
         data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=0.3
     )
-    return model, OrchModel(model, loader), next(iter(loader))
+    return model, OrchModel(model, loader, precision), next(iter(loader))
 
 
-def test_sage_relations_aggregate_with_the_kernels_not_torch_sparse(data):
-    _, orch, batch = wrapped_sage(data)
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("make", [sage, graph_conv], ids=lambda f: f.__name__)
+def test_relations_aggregate_with_the_kernels_not_pyg_or_torch_sparse(
+    data, make, precision
+):
+    # Under bf16 autocast too: PyG's scatter would aggregate bfloat16 rows
+    # in bfloat16, the kernels accumulate them in float32.
+    _, orch, batch = wrapped_sage(data, make, precision)
     with torch.profiler.profile() as profiler:
-        orch(batch).sum().backward()
+        orch(batch).float().sum().backward()
     names = {event.name for event in profiler.events()}
     assert {"_Aggregate", "_AggregateBackward"} <= names
     assert not any("sparse" in name for name in names)
+    assert not names & {"aten::index_add_", "aten::scatter_reduce_"}
 
 
 def test_a_relation_conv_with_a_forward_hook_runs_through_pyg(data):

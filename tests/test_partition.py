@@ -146,9 +146,7 @@ def test_hetero_parts_read_back(mag, tmp_path):
             local = feats.get_global_id(edge_type)
             original = originals[edge_type][local]
             src, _, dst = edge_type
-            mapped = torch.stack(
-                [nodes[src][edge_index[0]], nodes[dst][edge_index[1]]]
-            )
+            mapped = torch.stack([nodes[src][edge_index[0]], nodes[dst][edge_index[1]]])
             assert torch.equal(mag[edge_type].edge_index[:, original], mapped)
             assert bool((node_map[edge_type[2]][edge_index[1]] == pid).all())
             assert bool((edge_map[edge_type][local] == pid).all())

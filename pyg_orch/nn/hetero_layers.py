@@ -416,7 +416,11 @@ class HeteroLayers:
         A model with a relation conv the kernels cannot aggregate for (its
         messages depend on weights) runs as the plain model on the whole
         graph instead. Each relation's CSC form is built on the first call
-        and kept while its ``edge_index`` stays the same tensor.
+        and kept while its ``edge_index`` stays the same tensor; so is the
+        bottom layer's aggregate of each relation's raw source features,
+        which does not depend on the weights, while that ``x`` stays the same
+        tensor, unchanged in place (one ``[num_dst, F]`` aggregate per
+        relation is kept in memory between calls).
         """
         self.check_edge_values(data)
         edge_index = {r: v.to(device) for r, v in data.edge_index_dict.items()}
@@ -579,7 +583,8 @@ class HeteroLayers:
         edge_weight: Tensor | None,
     ) -> None:
         # Every destination row is "hot": its aggregate over the whole
-        # neighbourhood comes from the Numba kernel.
+        # neighbourhood comes from the Numba kernel. That of the graph's raw
+        # features does not depend on the weights: later calls reuse it.
         source = x_src.detach().cpu().contiguous()
         layout = self._whole_graphs.setdefault(relation, WholeGraph())
         if edge_weight is not None:
@@ -588,12 +593,18 @@ class HeteroLayers:
             self._forward.whole[relation], cache_kind(conv), edge_weight,
             source.numpy().dtype,
         )  # fmt: skip
-        agg = torch.empty(x_dst.size(0), source.size(1), dtype=source.dtype)
-        aggregate(
-            colptr.numpy(), row.numpy(), source.numpy(),
-            torch.arange(x_dst.size(0)).numpy(), kind, agg.numpy(), norm,
-            edge_weight=weight,
-        )  # fmt: skip
+
+        def compute() -> Tensor:
+            agg = torch.empty(x_dst.size(0), source.size(1), dtype=source.dtype)
+            aggregate(
+                colptr.numpy(), row.numpy(), source.numpy(),
+                torch.arange(x_dst.size(0)).numpy(), kind, agg.numpy(), norm,
+                edge_weight=weight,
+            )  # fmt: skip
+            return agg
+
+        raw = x_src is self._forward.whole[relation[0]].get("x")
+        agg = layout.kept_aggregate(x_src, kind, compute) if raw else compute()
         self._hot_rows = (None, agg.to(x_dst.device))
 
     def _check_bottom(

@@ -7,6 +7,7 @@ what each aggregation needs from it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,8 @@ class WholeGraph:
         self._key: tuple[Any, ...] | None = None
         self._csc: tuple[Tensor, Tensor, Tensor | None] | None = None
         self._by_kind: dict[str, tuple] = {}
+        # Aggregates of inputs that stay the same tensors (raw features).
+        self._aggregates: dict[str, tuple[_Same, Tensor]] = {}
 
     def arguments(
         self, data: Data, kind: str, edge_weight: Tensor | None, dtype: np.dtype
@@ -56,9 +59,34 @@ class WholeGraph:
         key = (_Same(data.edge_index), data.size(), dtype, _Same(edge_weight))
         if self._key != key:
             self._key, self._csc, self._by_kind = key, None, {}
+            self._aggregates = {}
         if kind not in self._by_kind:
             self._by_kind[kind] = self._arguments(data, kind, edge_weight, dtype)
         return self._by_kind[kind]
+
+    def kept_aggregate(
+        self, x: Tensor, kind: str, compute: Callable[[], Tensor]
+    ) -> Tensor:
+        """``compute()``, the ``kind`` aggregate of ``x``, kept between calls.
+
+        Kept while ``x`` stays the same tensor, unchanged in place, and the
+        graph's arguments are kept (:meth:`arguments`, called before): the
+        aggregate of a graph's raw features does not depend on the weights,
+        so later whole-graph inferences reuse it.
+
+        Example:
+            >>> import torch
+            >>> graph, x = WholeGraph(), torch.ones(2, 1)
+            >>> first = graph.kept_aggregate(x, "sum", lambda: x * 2)
+            >>> graph.kept_aggregate(x, "sum", lambda: x * 3) is first
+            True
+            >>> graph.kept_aggregate(x.mul_(2), "sum", lambda: x * 3).tolist()
+            [[6.0], [6.0]]
+        """
+        kept = self._aggregates.get(kind)
+        if kept is None or kept[0] != _Same(x):
+            kept = self._aggregates[kind] = (_Same(x), compute())
+        return kept[1]
 
     def _arguments(self, data, kind, edge_weight, dtype) -> tuple:
         if kind == "gcn" and edge_weight is not None:

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import HeteroData
 
 # Elements per chunk of the opt-in NaN/inf scan: bounds its temporary mask.
 _FINITE_CHUNK = 1 << 24
@@ -82,15 +81,14 @@ def id_range(ids: Tensor, name: str) -> tuple[int, int]:
 FEATURE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def check_feature_dtype(feature_dtype: Any, data: Any) -> None:
+def check_feature_dtype(feature_dtype: Any) -> None:
     """Checks the loader's ``feature_dtype`` (``None`` or a float dtype).
 
     Raises:
         TypeError: it is not ``None`` or one of :data:`FEATURE_DTYPES`.
-        NotImplementedError: ``data`` is heterogeneous.
 
     Example:
-        >>> check_feature_dtype(torch.int8, None)
+        >>> check_feature_dtype(torch.int8)
         Traceback (most recent call last):
         ...
         TypeError: feature_dtype must be None, torch.bfloat16, torch.float16 or torch.float32, got torch.int8
@@ -101,12 +99,6 @@ def check_feature_dtype(feature_dtype: Any, data: Any) -> None:
         raise TypeError(
             f"feature_dtype must be None, torch.bfloat16, torch.float16 or "
             f"torch.float32, got {feature_dtype!r}"
-        )
-    if isinstance(data, HeteroData):
-        raise NotImplementedError(
-            "feature_dtype is not supported on HeteroData yet: convert each "
-            "node type's x yourself and use hot_ratio=0, or leave "
-            "feature_dtype=None"
         )
 
 

@@ -7,6 +7,7 @@ of them goes through pyg_orch's hooks, caches or kernels.
 """
 
 import copy
+import math
 
 import pytest
 import torch
@@ -286,6 +287,79 @@ def test_bf16_forward_and_gradients_match_the_whole_graph_under_autocast(data, m
             got.grad, want.grad, atol=2**-6 * float(want.grad.abs().max()), rtol=0,
             msg=lambda message, name=name: f"{name}: {message}",
         )  # fmt: skip
+
+
+def bf16_features(make, data, precision):
+    """A model served by a loader of bfloat16 features, and a hot batch."""
+    model, reference = build(make, data)
+    loader = OrchNeighborLoader(
+        data, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=0.2,
+        feature_dtype=torch.bfloat16,
+    )  # fmt: skip
+    orch = OrchModel(model, loader, precision=precision)
+    batch = next(iter(loader))
+    assert all(x.dtype == torch.bfloat16 for x in batch.x_dict.values())
+    assert batch["paper"].hot_index.numel() > 0
+    assert data["paper"].x.dtype == torch.float32  # the user's graph as it was
+    widened = {t: x.to(torch.bfloat16).float() for t, x in data.x_dict.items()}
+    return model, reference, orch, batch, widened
+
+
+@pytest.mark.parametrize("make", [sage, hetero_conv], ids=lambda f: f.__name__)
+def test_bf16_features_match_the_whole_graph_under_autocast(data, make):
+    _, reference, orch, batch, widened = bf16_features(make, data, "bf16")
+    out = orch(batch).float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        whole = reference(widened, data.edge_index_dict)["paper"]
+    expected = whole[batch["paper"].n_id[:BATCH]].float()
+    scale = float(expected.abs().max())
+    assert_close(out, expected, atol=2**-7 * scale, rtol=2**-7)
+
+
+def test_bf16_features_in_an_fp32_model_match_the_widened_features(data):
+    _, reference, orch, batch, widened = bf16_features(sage, data, "fp32")
+    out = orch(batch)
+    assert out.dtype == torch.float32
+    with torch.no_grad():
+        whole = reference(widened, data.edge_index_dict)
+    # The hot aggregates are kept in bfloat16: their rounding, no more.
+    expected = whole["paper"][batch["paper"].n_id[:BATCH]]
+    scale = float(expected.abs().max())
+    assert_close(out, expected, atol=2**-7 * scale, rtol=2**-7)
+    # Inference aggregates the widened features themselves.
+    inferred = orch.inference(with_bf16_x(data))
+    for node_type, value in whole.items():
+        check_close(inferred[node_type], value)
+
+
+def with_bf16_x(data):
+    half = data.clone()
+    for store in half.node_stores:
+        store.x = store.x.to(torch.bfloat16)
+    return half
+
+
+def test_a_bf16_step_on_bf16_features_casts_no_activation(data):
+    # As on one node type (test_precision.py): what a step casts is the
+    # weights and their gradients, the logits and a few scalars, never a
+    # layer's rows.
+    model, _, orch, batch, _ = bf16_features(sage, data, "bf16")
+
+    def step():
+        orch(batch).float().square().mean().backward()
+
+    step()
+    with torch.profiler.profile(record_shapes=True) as profiler:
+        step()
+    cast = sum(
+        math.prod(event.input_shapes[0])
+        for event in profiler.events()
+        if event.name == "aten::_to_copy" and event.input_shapes
+    )
+    weights = sum(t.numel() for t in [*model.parameters(), *model.buffers()])
+    allowed = 2 * weights + 2 * BATCH * OUT + 16
+    assert cast <= allowed
+    assert batch["paper"].x.numel() > allowed  # one cast of the features would tell
 
 
 def test_device_cache_serves_the_same_hot_values_from_the_device(data):

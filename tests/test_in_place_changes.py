@@ -85,6 +85,33 @@ def test_features_changed_in_place_reach_a_half_width_loader():
     check_close(batch.hot_agg.float(), mean[hot].bfloat16().float())
 
 
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.3])
+def test_features_changed_in_place_reach_a_half_width_hetero_loader(hot_ratio):
+    data = power_law_hetero_graph(scale=0.002, num_features=8, seed=3)
+    loader = OrchNeighborLoader(
+        data, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=hot_ratio,
+        hot_method="degree", feature_dtype=torch.bfloat16,
+    )  # fmt: skip
+    if hot_ratio:
+        loader.serve({r: "sum" for r in loader.cache.relations})
+    next(iter(loader))
+    data["author"].x.mul_(3).add_(1)
+    batch = next(iter(loader))
+    half = {t: x.bfloat16() for t, x in data.x_dict.items()}
+    for node_type in batch.node_types:
+        assert torch.equal(batch[node_type].x, half[node_type][batch[node_type].n_id])
+    if not hot_ratio:
+        return
+    relation = ("author", "writes", "paper")
+    src, dst = data[relation].edge_index
+    total = torch.zeros(data["paper"].num_nodes, 8)
+    total.index_add_(0, dst, half["author"][src].float())
+    papers = batch["paper"]
+    hot = papers.n_id[papers.hot_index]
+    assert hot.numel() > 0
+    check_close(batch[relation].hot_agg.float(), total[hot].bfloat16().float())
+
+
 class WeightedHeteroConv(torch.nn.Module):
     """Two layers of ``HeteroConv(GraphConv)`` given every relation's weights."""
 

@@ -291,10 +291,6 @@ BAD_INPUTS = [
     case("hot_ratio dict on a homogeneous graph",
          lambda: loader(hot_ratio={"a": 0.2}), ValueError, "hot_ratio",
          r"dict of fractions per node type, which fits a HeteroData graph"),
-    case("HeteroData with re-sampled hot values",
-         lambda: OrchNeighborLoader(hetero(), [2], input_nodes="a", hot_ratio=0.2,
-                                    cache="resample"),
-         NotImplementedError, "cache", r"not supported on heterogeneous graphs yet"),
     # Sampling options a hot vertex's cached whole neighbourhood cannot follow.
     case("hot with temporal sampling",
          lambda: loader(graph(time=torch.arange(NUM_NODES)), time_attr="time",

@@ -133,8 +133,8 @@ def configuration(
     """The loader, model and forward of ``task`` (``hot_ratio=None``: plain PyG).
 
     ``precision`` (node and hetero tasks): plain PyG under autocast, or
-    pyg_orch with ``OrchModel``'s ``precision`` (on the node task, with the
-    features kept in that dtype).
+    pyg_orch with ``OrchModel``'s ``precision``, with the features kept in
+    that dtype.
     """
     if task == "node":
         return (
@@ -208,7 +208,8 @@ def _hetero(
         return loader, model, forward
     loader = OrchNeighborLoader(
         data, hot_ratio=hot_ratio, hot_method=args.hot_method,
-        cache=getattr(args, "cache", None), **arguments,
+        cache=getattr(args, "cache", None), feature_dtype=PRECISIONS[precision],
+        **arguments,
     )  # fmt: skip
     wrapped = OrchModel(model, loader, precision=precision)
     return loader, wrapped, wrapped

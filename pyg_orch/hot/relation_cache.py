@@ -7,7 +7,9 @@ full-neighbourhood aggregate of raw source features per relation into ``t``,
 each fed to that relation's conv with its current weights: exact, as the
 homogeneous static cache is. :class:`RelationCache` holds one
 :class:`~pyg_orch.HotCache` per such relation and the per-type hot sets they
-share.
+share. In the ``resample`` and ``embedding`` modes the refresher re-makes
+every relation's values at once (:meth:`RelationCache.resample`,
+:meth:`RelationCache.embed`), each relation from its own seed.
 """
 
 from __future__ import annotations

@@ -184,10 +184,12 @@ def graph_sources(
     """
     sources = GraphSources()
     if isinstance(user_data, HeteroData):
-        if derived:
+        if derived or data is not user_data:
             for node_type in user_data.node_types:
                 sources.track(f"data[{node_type!r}].x", user_data[node_type], "x",
-                              features.get(node_type))  # fmt: skip
+                              data[node_type].get("x"),
+                              (features or {}).get(node_type))  # fmt: skip
+        if derived:
             for edge_type in user_data.edge_types:
                 sources.track(f"data[{edge_type}].edge_weight", user_data[edge_type],
                               "edge_weight")  # fmt: skip
@@ -201,21 +203,28 @@ def graph_sources(
 def with_feature_dtype(data: Any, feature_dtype: torch.dtype | None) -> Any:
     """``data``, or a shallow copy of it whose ``x`` is in ``feature_dtype``.
 
+    On a ``HeteroData``, each node type's ``x``.
+
     Raises:
         TypeError: ``feature_dtype`` is not a float dtype pyg_orch stores.
-        NotImplementedError: ``data`` is a ``HeteroData``.
 
     Example:
         >>> data = Data(x=torch.ones(2, 3))
         >>> with_feature_dtype(data, torch.bfloat16).x.dtype, data.x.dtype
         (torch.bfloat16, torch.float32)
     """
-    check_feature_dtype(feature_dtype, data)
-    x = feature_tensor(getattr(data, "x", None))
-    if feature_dtype is None or x is None or x.dtype == feature_dtype:
+    check_feature_dtype(feature_dtype)
+    stores = data.node_stores if isinstance(data, HeteroData) else [data]
+    features = [feature_tensor(getattr(store, "x", None)) for store in stores]
+    if feature_dtype is None or all(
+        x is None or x.dtype == feature_dtype for x in features
+    ):
         return data
     data = copy.copy(data)
-    data.x = x.to(feature_dtype)
+    stores = data.node_stores if isinstance(data, HeteroData) else [data]
+    for store, x in zip(stores, features, strict=True):
+        if x is not None:
+            store.x = x.to(feature_dtype)
     return data
 
 

@@ -103,8 +103,9 @@ class OrchNeighborLoader(OrchLoader, NeighborLoader):
             :func:`~pyg_orch.hot.cache.hot_value_dtype` (float32 for float16,
             whose range a hub's sum passes); a float32 ``OrchModel``
             computes in float32 from them. ``data.x`` is converted once (a
-            copy, ``data`` is left as it is): give it already converted to
-            hold the features once. ``None``: ``data.x``'s own dtype.
+            copy, ``data`` is left as it is; on a ``HeteroData`` each node
+            type's ``x``): give it already converted to hold the features
+            once. ``None``: ``data.x``'s own dtype.
         **kwargs: any other argument of
             :class:`~torch_geometric.loader.NeighborLoader` and of
             :class:`torch.utils.data.DataLoader` (``input_nodes``,

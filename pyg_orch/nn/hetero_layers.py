@@ -25,7 +25,7 @@ from torch.nn.parameter import is_lazy
 from torch_geometric.data import HeteroData
 from torch_geometric.nn.conv import GraphConv, MessagePassing, SAGEConv
 
-from pyg_orch.aggregation import aggregate_neighbours
+from pyg_orch.aggregation import HALF_WIDTHS, aggregate_neighbours
 from pyg_orch.hot.relation_cache import relation_key
 from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.loading.graph_inputs import edge_values
@@ -396,7 +396,10 @@ class HeteroLayers:
                 for r, store in zip(batch.edge_types, batch.edge_stores, strict=True)
                 if "hot_agg" in store
             }
-        x = {t: v.to(device, non_blocking=True) for t, v in batch.x_dict.items()}
+        x = {
+            t: self._as_input(v.to(device, non_blocking=True))
+            for t, v in batch.x_dict.items()
+        }
         edge_index = {
             r: v.to(device, non_blocking=True) for r, v in batch.edge_index_dict.items()
         }
@@ -424,7 +427,7 @@ class HeteroLayers:
         """
         self.check_edge_values(data)
         edge_index = {r: v.to(device) for r, v in data.edge_index_dict.items()}
-        x = {t: v.to(device) for t, v in data.x_dict.items()}
+        x = {t: self._as_input(v.to(device)) for t, v in data.x_dict.items()}
         values = self.edge_values(data, device)
         convs = relation_convs(self.model)
         if any(cache_kind(conv) in (None, "gcn") for _, conv in convs):
@@ -434,6 +437,14 @@ class HeteroLayers:
             return self._call(x, edge_index, values)
         finally:
             self._forward, self._hot_rows = None, None
+
+    def _as_input(self, x: Tensor) -> Tensor:
+        # Half-width features (the loader's feature_dtype) as the convs read
+        # them: as they are under autocast (the kernels aggregate them in
+        # float32, PyG's layers take them), else in the parameters' dtype.
+        if x.dtype not in HALF_WIDTHS or torch.is_autocast_enabled(x.device.type):
+            return x
+        return x.to(next(self.model.parameters()).dtype)
 
     def _call(
         self,

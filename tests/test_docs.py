@@ -289,9 +289,11 @@ def test_the_readme_starts_with_its_two_commands_and_ci_runs_the_second():
     # .ci/run runs the README's test command itself, then the slow tests.
     assert install_and_test in ci
     assert ci.index("pytest -m slow") > ci.index(install_and_test)
-    # The README's command leaves the slow tests out, and says so with times.
+    # The README's command leaves the slow (and full) tests out, and says so
+    # with times.
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert 'addopts = "--doctest-modules -m \\"not slow\\"' in pyproject
+    assert 'addopts = "--doctest-modules -m \\"not slow and not full\\"' in pyproject
+    assert "`pytest -m full`" in readme
     assert re.search(r"`pytest` takes about \d+ min", readme)
     assert re.search(r"`pytest -m slow`[^.]*about \d+ min", readme)
 

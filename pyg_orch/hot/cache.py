@@ -18,7 +18,7 @@ from torch import Tensor
 from pyg_orch.aggregation import HALF_WIDTHS, kernel_array, sum_dtype
 from pyg_orch.hot.slots import HotSlots
 from pyg_orch.kernels import aggregate as kernels
-from pyg_orch.kernels.sample import pick_columns
+from pyg_orch.kernels.columns import pick_columns
 
 #: The aggregations the cache computes, of raw features or (``weighted_``)
 #: of raw features times the graph's ``edge_weight``, as ``GraphConv`` with

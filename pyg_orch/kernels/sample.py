@@ -42,9 +42,11 @@ def _next_random(state: np.ndarray) -> np.uint64:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _substream(seed: np.uint64, index: int) -> np.uint64:
-    # The start of seed's index-th random stream: streams of different
-    # indices start 64 well-mixed bits apart.
+def substream(seed: np.uint64, index: int) -> np.uint64:
+    """The start of ``seed``'s ``index``-th random stream.
+
+    Streams of different indices start 64 well-mixed bits apart.
+    """
     return splitmix64(seed ^ splitmix64(np.uint64(index)))
 
 
@@ -84,45 +86,6 @@ def pick_neighbors(
         _floyd_sample(degree, count, state, out)
     else:
         _selection_sample(degree, count, state, out)
-
-
-@njit(cache=True, nogil=True)
-def pick_columns(
-    colptr: np.ndarray, row: np.ndarray, nodes: np.ndarray, fanout: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Up to ``fanout`` in-neighbours of each of ``nodes``, without replacement.
-
-    Node ``i`` draws from its own stream of ``seed``; ``fanout=-1`` takes all
-    of its in-neighbours, in the order of ``row``. ``row``'s entries may be
-    ids of another node type than ``nodes`` (a relation between two types).
-
-    Returns:
-        ``(ptr, source)``: node ``i``'s picks are ``source[ptr[i]:ptr[i + 1]]``.
-
-    Example:
-        >>> colptr, row = np.array([0, 2, 3, 3]), np.array([1, 2, 2])
-        >>> ptr, source = pick_columns(colptr, row, np.array([0, 2]), -1, 0)
-        >>> ptr.tolist(), source.tolist()
-        ([0, 2, 2], [1, 2])
-    """
-    count = nodes.shape[0]
-    ptr = np.zeros(count + 1, dtype=np.int64)
-    most = 0
-    for i in range(count):
-        picks = num_picks(fanout, colptr[nodes[i] + 1] - colptr[nodes[i]], False)
-        ptr[i + 1] = ptr[i] + picks
-        most = max(most, picks)
-    source = np.empty(ptr[count], dtype=row.dtype)
-    position = np.empty(most, dtype=np.int64)
-    state = np.empty(1, dtype=np.uint64)
-    for i in range(count):
-        begin = colptr[nodes[i]]
-        picks = ptr[i + 1] - ptr[i]
-        state[0] = _substream(np.uint64(seed), i)
-        pick_neighbors(colptr[nodes[i] + 1] - begin, picks, False, state, position)
-        for j in range(picks):
-            source[ptr[i] + j] = row[begin + position[j]]
-    return ptr, source
 
 
 @njit(cache=True, nogil=True)
@@ -360,7 +323,7 @@ def _pick_range(
         picked = num_picks(fanout, degree, replace)
         if picked == 0:
             continue
-        state[0] = _substream(stream, i)
+        state[0] = substream(stream, i)
         picks = _grow(picks, picked)
         if edge_weight.shape[0] > 0 and (replace or picked < degree):
             keys = _grow(keys, degree)
@@ -523,7 +486,7 @@ def _sample_layers(
             picked = np.empty(dst_at.shape[0], dtype=np.int64)
             position = np.empty(bound, dtype=np.int64)
             source = np.empty(bound, dtype=np.int64)
-            stream = _substream(np.uint64(random_seed), hop * num_edge_types + k)
+            stream = substream(np.uint64(random_seed), hop * num_edge_types + k)
             pick = (
                 dst_node,
                 dst_batch,

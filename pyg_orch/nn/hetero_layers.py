@@ -15,7 +15,6 @@ by the relation's embedding, computed on the CPU from a weight snapshot.
 from __future__ import annotations
 
 import inspect
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +25,6 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn.conv import GraphConv, MessagePassing, SAGEConv
 
 from pyg_orch.aggregation import HALF_WIDTHS, aggregate_neighbours
-from pyg_orch.hot.relation_cache import relation_key
-from pyg_orch.kernels.aggregate import aggregate
 from pyg_orch.loading.graph_inputs import edge_values
 from pyg_orch.nn.convs import (
     cache_kind,
@@ -39,8 +36,6 @@ from pyg_orch.nn.convs import (
     row_pointers,
     sort_by_destination,
     takes_adjacency,
-    weight_snapshot,
-    without_hooks,
 )
 from pyg_orch.nn.whole_graph import WholeGraph
 
@@ -201,41 +196,10 @@ class HeteroLayers:
         self._hot_rows: tuple[Tensor | None, Tensor] | None = None
         # (hot rows, their outputs) that replace the running conv's output.
         self._embedded_rows: tuple[Tensor, Tensor] | None = None
-        # In embedding mode: hook-free copies of the hot relations' bottom
-        # convs, the templates of their weight snapshots, by relation_key.
-        self._templates: torch.nn.ModuleDict | None = None
         # The output of the conv running, where _trim computed it itself.
         self._output: Tensor | None = None
         # Each relation's CSC form, built by the first inference on a graph.
         self._whole_graphs: dict[EdgeType, WholeGraph] = {}
-
-    def check_edge_values(self, data: HeteroData) -> None:
-        """Refuses edge values of ``data`` that a relation conv would read unseen.
-
-        The model runs as ``model(x_dict, edge_index_dict, **values)``, with
-        the batch's ``edge_weight`` and ``edge_attr`` dicts under the
-        keywords its ``forward`` takes (:func:`edge_keywords`). A value its
-        forward has no keyword for would be left out, though a relation conv
-        takes it, and the outputs would differ from a call given it.
-
-        Raises:
-            NotImplementedError: naming the relation, the value and the conv.
-        """
-        for relation, conv in relation_convs(self.model):
-            store = data[relation]
-            for name in ("edge_weight", "edge_attr"):
-                if name in self.edge_keywords or store.get(name) is None:
-                    continue
-                if reads_edge_value(conv, name):
-                    raise NotImplementedError(
-                        f"data[{relation}].{name} would not reach {conv}, which "
-                        f"takes it: {type(self.model).__name__}.forward takes "
-                        f"no {name}_dict (nor {name}) keyword, by which "
-                        f"OrchModel would hand it the batch's {name} of every "
-                        f"relation. Add one that passes them on to the convs "
-                        f"(as to_hetero and HeteroConv do), or delete {name} "
-                        f"from the graph if the model should not read it"
-                    )
 
     def edge_values(
         self, data: HeteroData, device: torch.device
@@ -265,7 +229,7 @@ class HeteroLayers:
         for relation, conv in self.bottom.items():
             store = edge_values(data, relation)
             kind = cache_kind(conv)
-            given = self._read_edge_values(data, relation, conv)
+            given = self.read_edge_values(data, relation, conv)
             if kind is None or "edge_attr" in given:
                 kinds[relation] = None
             elif "edge_weight" in given:
@@ -281,88 +245,8 @@ class HeteroLayers:
                 kinds[relation] = kind
         return kinds
 
-    def serve(self, loader: Any) -> int:
-        """Serves ``loader``'s hot nodes to this model; returns the serving's version.
-
-        Each hot relation's bottom conv is served its aggregate (static or
-        re-sampled, as the loader's ``cache`` says) where one serves it
-        exactly; otherwise, or with ``cache="embedding"``, every hot
-        relation is served its bottom conv's output from a weight snapshot
-        (embedding mode, switched to with a warning unless chosen).
-
-        Raises:
-            NotImplementedError: a relation GCN's normalisation serves
-                neither way, edge values a hot relation's conv reads in
-                embedding mode, or a ``cache`` chosen that cannot serve.
-            ValueError: lazy parameters of a hot relation's bottom conv not
-                yet initialised, in embedding mode.
-        """
-        cache = loader.cache
-        kinds = self.hot_kinds(loader.data)
-        relations = [r for r in cache.relations if r in kinds]
-        unserved = {r: type(self.bottom[r]).__name__ for r in relations if not kinds[r]}
-        gcn = [r for r in relations if kinds[r] == "gcn"]
-        if gcn:
-            raise NotImplementedError(
-                f"GCNConv normalises by degrees of the whole relation, which "
-                f"neither a hot aggregate nor an embedding on sampled "
-                f"neighbours keeps; these relations have one at the bottom: "
-                f"{gcn}. Use hot_ratio=0, or hot_ratio={{node_type: 0.0}} for "
-                f"their destination types"
-            )
-        if not unserved and not (cache.mode_chosen and cache.mode == "embedding"):
-            return loader.serve({r: kinds[r] for r in relations})
-        self._check_embeddable(loader.data, relations)
-        self._templates = torch.nn.ModuleDict(
-            {relation_key(r): without_hooks(self.bottom[r]).cpu() for r in relations}
-        )
-        switched = cache.mode != "embedding"
-        # Refuses an explicitly chosen cache mode that serves no layer output.
-        version = loader.serve("embedding", self._snapshot)
-        if switched:
-            warnings.warn(
-                f"OrchModel: the bottom convs of relations {unserved} aggregate "
-                f"with weights, so hot nodes use cache='embedding': each "
-                f"relation's output, computed on the CPU from a weight "
-                f"snapshot at most {loader.staleness} training steps old",
-                stacklevel=4,
-            )
-        return version
-
-    def _check_embeddable(self, data: Any, relations: list[EdgeType]) -> None:
-        # An embedding is computed from the features alone, by initialised
-        # weights: no edge value reaches it.
-        for relation in relations:
-            conv = self.bottom[relation]
-            if any(is_lazy(parameter) for parameter in conv.parameters()):
-                raise ValueError(
-                    f"the bottom conv of relation {relation} has lazy parameters "
-                    f"not yet initialised, and embedding mode snapshots its "
-                    f"weights: run the model once first, e.g. with "
-                    f"torch.no_grad(): model(data.x_dict, data.edge_index_dict)"
-                )
-            read = self._read_edge_values(data, relation, conv)
-            if read:
-                raise NotImplementedError(
-                    f"embedding mode computes relation {relation}'s hot outputs "
-                    f"without edge values, but its bottom conv reads "
-                    f"{sorted(read)}: use hot_ratio=0, or hot_ratio="
-                    f"{{{relation[2]!r}: 0.0}}"
-                )
-
-    def _snapshot(self) -> torch.nn.ModuleDict:
-        # The hot relations' bottom convs with their current weights.
-        live = torch.nn.ModuleDict(
-            {
-                key: conv
-                for relation, conv in self.bottom.items()
-                if (key := relation_key(relation)) in self._templates
-            }
-        )
-        return weight_snapshot(self._templates, live)
-
-    def _read_edge_values(self, data: Any, relation: EdgeType, conv: Any) -> set[str]:
-        # The edge values of the relation the model hands conv and it reads.
+    def read_edge_values(self, data: Any, relation: EdgeType, conv: Any) -> set[str]:
+        """The edge values of ``data[relation]`` that ``conv`` is given and reads."""
         store = edge_values(data, relation)
         return {
             name
@@ -382,7 +266,7 @@ class HeteroLayers:
             For node batches, the seed type's rows ``[batch_size, C]``; for
             link batches, the rows of each seed type's seeds, by node type.
         """
-        self.check_edge_values(batch)
+        check_edge_values(self.model, self.edge_keywords, batch)
         nodes, edges = _per_hop_counts(batch)
         hot_index, hot_agg = {}, {}
         if getattr(batch, "hot_kind", None) is not None:
@@ -425,7 +309,7 @@ class HeteroLayers:
         tensor, unchanged in place (one ``[num_dst, F]`` aggregate per
         relation is kept in memory between calls).
         """
-        self.check_edge_values(data)
+        check_edge_values(self.model, self.edge_keywords, data)
         edge_index = {r: v.to(device) for r, v in data.edge_index_dict.items()}
         x = {t: self._as_input(v.to(device)) for t, v in data.x_dict.items()}
         values = self.edge_values(data, device)
@@ -594,28 +478,14 @@ class HeteroLayers:
         edge_weight: Tensor | None,
     ) -> None:
         # Every destination row is "hot": its aggregate over the whole
-        # neighbourhood comes from the Numba kernel. That of the graph's raw
-        # features does not depend on the weights: later calls reuse it.
-        source = x_src.detach().cpu().contiguous()
+        # neighbourhood comes from the Numba kernel; that of the graph's own
+        # features is kept for later calls.
+        whole = self._forward.whole
         layout = self._whole_graphs.setdefault(relation, WholeGraph())
-        if edge_weight is not None:
-            edge_weight = edge_weight.detach().cpu()
-        colptr, row, kind, norm, weight = layout.arguments(
-            self._forward.whole[relation], cache_kind(conv), edge_weight,
-            source.numpy().dtype,
-        )  # fmt: skip
-
-        def compute() -> Tensor:
-            agg = torch.empty(x_dst.size(0), source.size(1), dtype=source.dtype)
-            aggregate(
-                colptr.numpy(), row.numpy(), source.numpy(),
-                torch.arange(x_dst.size(0)).numpy(), kind, agg.numpy(), norm,
-                edge_weight=weight,
-            )  # fmt: skip
-            return agg
-
-        raw = x_src is self._forward.whole[relation[0]].get("x")
-        agg = layout.kept_aggregate(x_src, kind, compute) if raw else compute()
+        keep = x_src is whole[relation[0]].get("x")
+        agg = layout.aggregate(
+            whole[relation], x_src, cache_kind(conv), edge_weight, x_dst.size(0), keep
+        )
         self._hot_rows = (None, agg.to(x_dst.device))
 
     def _check_bottom(
@@ -666,6 +536,45 @@ class HeteroLayers:
             return output
         hot_index, hot_output = embedded
         return output.index_copy(0, hot_index, hot_output.to(output.dtype))
+
+
+def check_edge_values(
+    model: torch.nn.Module, keywords: dict[str, str], data: HeteroData
+) -> None:
+    """Refuses edge values of ``data`` that a relation conv would read unseen.
+
+    The model runs as ``model(x_dict, edge_index_dict, **values)``, with
+    the batch's ``edge_weight`` and ``edge_attr`` dicts under the
+    keywords its ``forward`` takes (:func:`edge_keywords`). A value its
+    forward has no keyword for would be left out, though a relation conv
+    takes it, and the outputs would differ from a call given it.
+
+    Raises:
+        NotImplementedError: naming the relation, the value and the conv.
+
+    Example:
+        >>> from torch_geometric.nn import GraphSAGE, to_hetero
+        >>> data = HeteroData()
+        >>> data["a"].x = torch.ones(2, 4)
+        >>> data["a", "to", "a"].edge_index = torch.tensor([[0], [1]])
+        >>> model = to_hetero(GraphSAGE(4, 8, num_layers=2), data.metadata())
+        >>> check_edge_values(model, edge_keywords(model), data)
+    """
+    for relation, conv in relation_convs(model):
+        store = data[relation]
+        for name in ("edge_weight", "edge_attr"):
+            if name in keywords or store.get(name) is None:
+                continue
+            if reads_edge_value(conv, name):
+                raise NotImplementedError(
+                    f"data[{relation}].{name} would not reach {conv}, which "
+                    f"takes it: {type(model).__name__}.forward takes "
+                    f"no {name}_dict (nor {name}) keyword, by which "
+                    f"OrchModel would hand it the batch's {name} of every "
+                    f"relation. Add one that passes them on to the convs "
+                    f"(as to_hetero and HeteroConv do), or delete {name} "
+                    f"from the graph if the model should not read it"
+                )
 
 
 def _per_hop_counts(

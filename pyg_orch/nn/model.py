@@ -19,6 +19,7 @@ from pyg_orch.loading.node_loader import OrchNeighborLoader
 from pyg_orch.loading.orch_loader import OrchLoader
 from pyg_orch.nn.basic_layers import BasicLayers
 from pyg_orch.nn.convs import reads_edge_value, weight_snapshot, without_hooks
+from pyg_orch.nn.hetero_embedding import serve_relations
 from pyg_orch.nn.hetero_layers import HeteroLayers
 from pyg_orch.nn.model_checks import (
     PRECISIONS,
@@ -165,7 +166,7 @@ class OrchModel(torch.nn.Module):
 
     def _serve_from(self, loader: OrchLoader) -> None:
         if self._hetero is not None:
-            self._hot_version = self._hetero.serve(loader)
+            self._hot_version = serve_relations(self._hetero, loader)
             return
         check_hot_convs(self.model)
         conv, cache = self.model.convs[0], loader.cache

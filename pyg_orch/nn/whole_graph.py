@@ -11,12 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.sampler.utils import to_csc
 
-from pyg_orch.kernels.aggregate import gcn_inverse_sqrt_degree
+from pyg_orch.kernels.aggregate import aggregate, gcn_inverse_sqrt_degree
 
 
 class WholeGraph:
@@ -63,6 +64,51 @@ class WholeGraph:
         if kind not in self._by_kind:
             self._by_kind[kind] = self._arguments(data, kind, edge_weight, dtype)
         return self._by_kind[kind]
+
+    def aggregate(
+        self,
+        data: Data,
+        x: Tensor,
+        kind: str,
+        edge_weight: Tensor | None,
+        num_dst: int,
+        keep: bool = False,
+    ) -> Tensor:
+        """The ``kind`` aggregate of ``x``'s rows over each destination's whole neighbourhood.
+
+        Args:
+            data: the whole graph (or one relation of it).
+            x: the source rows.
+            kind: the layer's aggregation, as for :meth:`arguments`.
+            edge_weight: the edge weights the layer reads, or ``None``.
+            num_dst: number of destination rows.
+            keep: ``x`` is the graph's own features: the aggregate is kept
+                for later calls (:meth:`kept_aggregate`).
+
+        Example:
+            >>> import torch
+            >>> data = Data(edge_index=torch.tensor([[1, 2], [0, 0]]), num_nodes=3)
+            >>> x = torch.tensor([[1.0], [2.0], [4.0]])
+            >>> WholeGraph().aggregate(data, x, "mean", None, 3).tolist()
+            [[3.0], [0.0], [0.0]]
+        """  # noqa: E501 - the summary line
+        source = x.detach().cpu().contiguous()
+        if edge_weight is not None:
+            edge_weight = edge_weight.detach().cpu()
+        colptr, row, kernel_kind, norm, weight = self.arguments(
+            data, kind, edge_weight, source.numpy().dtype
+        )
+
+        def compute() -> Tensor:
+            agg = torch.empty(num_dst, source.size(1), dtype=source.dtype)
+            aggregate(
+                colptr.numpy(), row.numpy(), source.numpy(),
+                torch.arange(num_dst).numpy(), kernel_kind, agg.numpy(), norm,
+                edge_weight=weight,
+            )  # fmt: skip
+            return agg
+
+        return self.kept_aggregate(x, kernel_kind, compute) if keep else compute()
 
     def kept_aggregate(
         self, x: Tensor, kind: str, compute: Callable[[], Tensor]

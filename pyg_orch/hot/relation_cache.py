@@ -75,6 +75,20 @@ class RelationCache:
         >>> cache.serve({("a", "to", "b"): "mean"})
         >>> cache.caches[("a", "to", "b")].values().tolist()
         [[2.0]]
+
+        What the re-made modes serve, the sum over all sources re-sampled,
+        and a conv's output on them:
+
+        >>> cache.mode = "resample"
+        >>> cache.serve({("a", "to", "b"): "sum"})
+        >>> cache.resample(fanout=-1, seed=0)[("a", "to", "b")].tolist()
+        [[4.0]]
+        >>> from torch_geometric.nn import SAGEConv
+        >>> conv = SAGEConv((1, 1), 1, aggr="sum", bias=False, root_weight=False)
+        >>> _ = conv.lin_l.weight.data.fill_(2.0)
+        >>> layers = torch.nn.ModuleDict({"a__to__b": conv})
+        >>> cache.embed(layers, fanout=-1, seed=0)[("a", "to", "b")].tolist()
+        [[8.0]]
     """
 
     def __init__(
@@ -264,17 +278,7 @@ class RelationCache:
             seed: the seed of this buffer.
             kind: each relation's aggregation (the served ones if ``None``).
 
-        Example:
-            >>> colptr, row = torch.tensor([0, 2, 2]), torch.tensor([0, 1])
-            >>> cache = RelationCache(
-            ...     ["a", "b"], torch.tensor([0, 2, 4]),
-            ...     {("a", "to", "b"): (colptr, row)},
-            ...     {"a": torch.tensor([[1.0], [3.0]]), "b": torch.zeros(2, 1)},
-            ...     hot_nodes=torch.tensor([2]))
-            >>> cache.mode = "resample"
-            >>> cache.serve({("a", "to", "b"): "sum"})
-            >>> cache.resample(fanout=-1, seed=0)[("a", "to", "b")].tolist()
-            [[4.0]]
+        The class's example re-samples a cache.
         """
         kinds = self.kind if kind is None else kind
         return {
@@ -291,20 +295,7 @@ class RelationCache:
         ``layers[relation_key(edge_type)]`` run on up to ``fanout`` sampled
         sources of each hot node, each relation drawing from its own seed.
         Relations without a layer (the model has no conv for them) get none.
-
-        Example:
-            >>> colptr, row = torch.tensor([0, 2, 2]), torch.tensor([0, 1])
-            >>> cache = RelationCache(
-            ...     ["a", "b"], torch.tensor([0, 2, 4]),
-            ...     {("a", "to", "b"): (colptr, row)},
-            ...     {"a": torch.tensor([[1.0], [3.0]]), "b": torch.zeros(2, 1)},
-            ...     hot_nodes=torch.tensor([2]))
-            >>> from torch_geometric.nn import SAGEConv
-            >>> conv = SAGEConv((1, 1), 1, aggr="sum", bias=False, root_weight=False)
-            >>> _ = conv.lin_l.weight.data.fill_(2.0)
-            >>> layers = torch.nn.ModuleDict({"a__to__b": conv})
-            >>> cache.embed(layers, fanout=-1, seed=0)[("a", "to", "b")].tolist()
-            [[8.0]]
+        The class's example embeds with a ``SAGEConv``.
         """
         return {
             edge_type: cache.embed(

@@ -210,6 +210,18 @@ def check_gradients(model, reference):
     assert nonzero >= len(expected) // 3
 
 
+def check_exact(orch, model, reference, batch, data):
+    """The seeds' outputs and every gradient equal the whole-graph model's."""
+    out = orch(batch)
+    whole = reference(data.x_dict, data.edge_index_dict)["paper"]
+    expected = whole[batch["paper"].n_id[:BATCH]]
+    assert out.shape == (BATCH, OUT)
+    check_close(out, expected)
+    out.pow(2).sum().backward()
+    expected.pow(2).sum().backward()
+    check_gradients(model, reference)
+
+
 # 1. Exactness with fan-out -1 -----------------------------------------------
 
 
@@ -245,14 +257,7 @@ def test_exact_forward_and_gradients_against_whole_graph(data, make, hot_ratio):
     else:
         assert "hot_index" not in paper and loader.hot is None
 
-    out = orch(batch)
-    expected = reference(data.x_dict, data.edge_index_dict)["paper"][paper.n_id[:BATCH]]
-    assert out.shape == (BATCH, OUT)
-    check_close(out, expected)
-
-    out.pow(2).sum().backward()
-    expected.pow(2).sum().backward()
-    check_gradients(model, reference)
+    check_exact(orch, model, reference, batch, data)
 
 
 @pytest.mark.parametrize("make", MODELS, ids=lambda f: f.__name__)
@@ -640,15 +645,7 @@ def test_gat_without_hot_nodes_is_exact(data):
     loader = OrchNeighborLoader(data, [-1, -1], input_nodes="paper", batch_size=BATCH)
     orch = OrchModel(model, loader)
     torch.manual_seed(4)
-    batch = next(iter(loader))
-    out = orch(batch)
-    expected = reference(data.x_dict, data.edge_index_dict)["paper"][
-        batch["paper"].n_id[:BATCH]
-    ]
-    check_close(out, expected)
-    out.pow(2).sum().backward()
-    expected.pow(2).sum().backward()
-    check_gradients(model, reference)
+    check_exact(orch, model, reference, next(iter(loader)), data)
 
 
 def test_bottom_conv_on_transformed_features_is_refused(data):
@@ -662,6 +659,63 @@ def test_bottom_conv_on_transformed_features_is_refused(data):
     assert batch["paper"].hot_index.numel() > 0
     with pytest.raises(ValueError, match="raw features"):
         orch(batch)
+
+
+class SkipGNN(nn.Module):
+    """PyG's heterogeneous tutorial shape: each layer is ``conv(x) + lin(x)``."""
+
+    def __init__(self, conv, lin_first=False):
+        super().__init__()
+        self.convs = nn.ModuleList([conv(HIDDEN), conv(OUT)])
+        self.lins = nn.ModuleList([Linear(-1, HIDDEN), Linear(-1, OUT)])
+        self.lin_first = lin_first
+
+    def forward(self, x, edge_index):
+        for layer, (conv, lin) in enumerate(zip(self.convs, self.lins, strict=True)):
+            if self.lin_first:
+                x = lin(x) + conv(x, edge_index)
+            else:
+                x = conv(x, edge_index) + lin(x)
+            x = x.relu() if layer == 0 else x
+        return x
+
+
+def skip_sage(metadata, lin_first=False):
+    def conv(out):
+        return SAGEConv((-1, -1), out)
+
+    return to_hetero(SkipGNN(conv, lin_first), metadata, aggr="sum")
+
+
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.3])
+def test_a_linear_of_each_layers_input_beside_its_convs_is_exact(data, hot_ratio):
+    model, reference = build(skip_sage, data)
+    loader = OrchNeighborLoader(
+        data, [-1, -1], input_nodes="paper", batch_size=BATCH, hot_ratio=hot_ratio,
+        hot_method="degree",
+    )  # fmt: skip
+    orch = OrchModel(model, loader)
+    batch = next(iter(loader))
+    assert bool(hot_ratio) == ("hot_index" in batch["paper"])
+    check_exact(orch, model, reference, batch, data)
+
+
+def test_a_linear_before_the_convs_of_its_layer_is_refused_naming_the_order(data):
+    model, _ = build(lambda metadata: skip_sage(metadata, lin_first=True), data)
+    loader = OrchNeighborLoader(data, [4, 3], input_nodes="paper", batch_size=BATCH)
+    orch = OrchModel(model, loader)
+    with pytest.raises(ValueError, match=r"conv\(x, edge_index\) \+ lin\(x\)"):
+        orch(next(iter(loader)))
+
+
+def test_a_projection_before_the_bottom_layer_keeps_every_row(data):
+    # Its input is the raw x, which the bottom convs take only afterwards.
+    model, reference = build(lambda m: HeteroConvNet(m, pre_linear=True), data)
+    loader = OrchNeighborLoader(data, [-1, -1], input_nodes="paper", batch_size=BATCH)
+    orch = OrchModel(model, loader)
+    batch = next(iter(loader))
+    expected = reference(data.x_dict, data.edge_index_dict)["paper"]
+    check_close(orch(batch), expected[batch["paper"].n_id[:BATCH]])
 
 
 def test_batch_served_for_another_model_is_refused(data):

@@ -11,9 +11,25 @@ import time
 
 import pytest
 import torch
-from test_hetero_hot import BATCH, HIDDEN, OUT, build, check_close, gat, sage
+from test_hetero_hot import (
+    BATCH,
+    HIDDEN,
+    OUT,
+    SkipGNN,
+    build,
+    check_close,
+    gat,
+    sage,
+)
 from torch import nn
-from torch_geometric.nn import GATConv, HeteroConv, Linear
+from torch_geometric.nn import (
+    GATConv,
+    GCNConv,
+    HeteroConv,
+    Linear,
+    SAGEConv,
+    to_hetero,
+)
 
 from pyg_orch import OrchModel, OrchNeighborLoader
 from pyg_orch.datasets import power_law_hetero_graph
@@ -72,8 +88,21 @@ def loader_of(data, cache, **kwargs):
     )  # fmt: skip
 
 
-CASES = [(gat, "embedding"), (hetero_gat, "embedding"), (sage, "resample")]
-IDS = ["to_hetero-gat", "hetero_conv-gat", "to_hetero-sage-resample"]
+def skip_gat(metadata):
+    # PyG's heterogeneous tutorial GAT: each layer is conv(x) + lin(x).
+    def conv(out):
+        return GATConv((-1, -1), out, add_self_loops=False)
+
+    return to_hetero(SkipGNN(conv), metadata, aggr="sum")
+
+
+CASES = [
+    (gat, "embedding"),
+    (hetero_gat, "embedding"),
+    (sage, "resample"),
+    (skip_gat, "embedding"),
+]
+IDS = ["to_hetero-gat", "hetero_conv-gat", "to_hetero-sage-resample", "skip-gat"]
 
 
 # 1. Exact at staleness 0 ----------------------------------------------------
@@ -223,6 +252,34 @@ def test_gat_is_refused_by_a_loader_built_to_serve_aggregates(data):
     model, _ = build(gat, data)
     loader = loader_of(data, "resample", num_neighbors=[4, 3])
     with pytest.raises(NotImplementedError, match="build it with cache='embedding'"):
+        OrchModel(model, loader)
+
+
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.2])
+def test_a_gcn_relation_is_refused_naming_it(data, hot_ratio):
+    def layer(out):
+        # GCNConv takes one node type: it runs on the citations only.
+        return HeteroConv(
+            {
+                et: GCNConv(-1, out) if et[0] == et[2] else SAGEConv((-1, -1), out)
+                for et in data.edge_types
+            }
+        )
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.conv2 = layer(HIDDEN), layer(OUT)
+
+        def forward(self, x, edge_index):
+            x = self.conv1(x, edge_index)
+            return self.conv2({t: v.relu() for t, v in x.items()}, edge_index)
+
+    model, _ = build(lambda metadata: Model(), data)
+    loader = OrchNeighborLoader(
+        data, [4, 3], input_nodes="paper", batch_size=BATCH, hot_ratio=hot_ratio
+    )
+    with pytest.raises(NotImplementedError, match=r"GCNConv.*'paper', 'cites'"):
         OrchModel(model, loader)
 
 

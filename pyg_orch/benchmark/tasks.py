@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
-from torch_geometric.nn import GATConv, GraphSAGE, HeteroConv, SAGEConv
+from torch_geometric.nn import GATConv, GraphSAGE, HeteroConv, Linear, SAGEConv
 from torch_geometric.utils import trim_to_layer
 
 from pyg_orch.benchmark.graph import benchmark_graph
@@ -255,8 +255,9 @@ class HeteroGNN(torch.nn.Module):
 
     One ``HeteroConv`` per layer (relations summed, ReLU between layers), of
     ``SAGEConv`` (``conv="sage"``: what ``to_hetero(GraphSAGE)`` computes) or
-    of one-head ``GATConv`` (``conv="gat"``, self loops on the relations
-    within one node type). It trims each layer with PyG's ``trim_to_layer``
+    of one-head ``GATConv`` with a linear of each node type's own features
+    added (``conv="gat"``: ``conv(x, edge_index) + lin(x)``, PyG's
+    heterogeneous GAT in its tutorial). It trims each layer with PyG's ``trim_to_layer``
     when given per-hop counts, as PyG's ``examples/hetero/hierarchical_sage.py``
     does; ``to_hetero`` models cannot (PyG 2.8's ``TrimToLayer`` refuses the
     pair of node counts of a relation between two node types).
@@ -294,6 +295,15 @@ class HeteroGNN(torch.nn.Module):
             )
             for size_in, size_out in zip(sizes[:-1], sizes[1:], strict=True)
         )
+        # The root linears: GATConv has no weight of a node's own features.
+        self.lins = torch.nn.ModuleList(
+            torch.nn.ModuleDict(
+                {node_type: Linear(size_in, size_out) for node_type in metadata[0]}
+                if conv == "gat"
+                else {}
+            )
+            for size_in, size_out in zip(sizes[:-1], sizes[1:], strict=True)
+        )
 
     def forward(
         self,
@@ -308,7 +318,13 @@ class HeteroGNN(torch.nn.Module):
                 x, edge_index, _ = trim_to_layer(
                     layer, num_sampled_nodes, num_sampled_edges, x, edge_index
                 )
-            x = conv(x, edge_index)
+            lins = self.lins[layer]
+            x = {
+                node_type: value + lins[node_type](x[node_type])
+                if node_type in lins
+                else value
+                for node_type, value in conv(x, edge_index).items()
+            }
             if layer < len(self.convs) - 1:
                 x = {node_type: value.relu() for node_type, value in x.items()}
         return x
@@ -335,5 +351,5 @@ def _relation_conv(
     conv: str, edge_type: tuple[str, str, str], size_in: int, size_out: int
 ) -> torch.nn.Module:
     if conv == "gat":
-        return GATConv(size_in, size_out, add_self_loops=edge_type[0] == edge_type[2])
+        return GATConv(size_in, size_out, add_self_loops=False)
     return SAGEConv(size_in, size_out)

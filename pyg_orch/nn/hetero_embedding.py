@@ -58,9 +58,8 @@ def serve_relations(layers: HeteroLayers, loader: Any) -> int:
     with a warning unless chosen).
 
     Raises:
-        NotImplementedError: a GCN relation, which neither way serves; edge
-            values a hot relation's conv reads, in embedding mode; or a
-            ``cache`` chosen that cannot serve.
+        NotImplementedError: edge values a hot relation's conv reads, in
+            embedding mode; or a ``cache`` chosen that cannot serve.
         ValueError: lazy parameters of a hot relation's bottom conv not yet
             initialised, in embedding mode.
 
@@ -80,15 +79,6 @@ def serve_relations(layers: HeteroLayers, loader: Any) -> int:
     kinds = layers.hot_kinds(loader.data)
     relations = [r for r in cache.relations if r in kinds]
     unserved = {r: type(layers.bottom[r]).__name__ for r in relations if not kinds[r]}
-    gcn = [r for r in relations if kinds[r] == "gcn"]
-    if gcn:
-        raise NotImplementedError(
-            f"GCNConv normalises by degrees of the whole relation, which "
-            f"neither a hot aggregate nor an embedding on sampled neighbours "
-            f"keeps; these relations have one at the bottom: {gcn}. Use "
-            f"hot_ratio=0, or hot_ratio={{node_type: 0.0}} for their "
-            f"destination types"
-        )
     if not unserved and not (cache.mode_chosen and cache.mode == "embedding"):
         return loader.serve({r: kinds[r] for r in relations})
     _check_embeddable(layers, loader.data, relations)

@@ -15,20 +15,18 @@ by the relation's embedding, computed on the CPU from a weight snapshot.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch.nn.parameter import is_lazy
 from torch_geometric.data import HeteroData
-from torch_geometric.nn.conv import GraphConv, MessagePassing, SAGEConv
+from torch_geometric.nn.conv import GCNConv, GraphConv, MessagePassing, SAGEConv
 
 from pyg_orch.aggregation import HALF_WIDTHS, aggregate_neighbours
 from pyg_orch.loading.graph_inputs import edge_values
 from pyg_orch.nn.convs import (
     cache_kind,
-    cold_rows,
     conv_output,
     csr_adjacency,
     fused_kind,
@@ -37,9 +35,8 @@ from pyg_orch.nn.convs import (
     sort_by_destination,
     takes_adjacency,
 )
+from pyg_orch.nn.hetero_forward import EdgeType, HeteroForward
 from pyg_orch.nn.whole_graph import WholeGraph
-
-EdgeType = tuple[str, str, str]
 
 
 def relation_of(name: str) -> EdgeType | None:
@@ -82,76 +79,16 @@ def relation_convs(model: torch.nn.Module) -> list[tuple[EdgeType, MessagePassin
     ]
 
 
-@dataclass
-class _Forward:
-    # What one forward pass needs: the batch's per-hop counts, its edges (to
-    # tell which relation a conv runs on), its raw features (to check the
-    # bottom layer reads them), its hot rows and values, and the bottom
-    # layer's cold-row mask of each node type (made once, for all its relations).
-    num_layers: int
-    nodes: dict[str, list[int]]
-    edges: dict[EdgeType, list[int]]
-    edge_index: dict[EdgeType, Tensor]
-    x: dict[str, Tensor]
-    hot_index: dict[str, Tensor]
-    hot_agg: dict[EdgeType, Tensor]
-    # The edge values the model is given, by name and relation.
-    edge_values: dict[str, dict[EdgeType, Tensor]]
-    # For inference: the whole graph, whose every destination row of every
-    # layer gets its full-neighbourhood aggregate.
-    whole: HeteroData | None = None
-    # Whether hot_agg holds the bottom convs' outputs (embedding mode).
-    embedded: bool = False
-    calls: dict[EdgeType, int] = field(default_factory=dict)
-    cold: dict[str, Tensor] = field(default_factory=dict)
-
-    def cold_mask(self, node_type: str, num_dst: int) -> Tensor:
-        """The bottom layer's mask of the ``num_dst`` rows of ``node_type`` not hot."""
-        if node_type not in self.cold:
-            self.cold[node_type] = cold_rows(num_dst, self.hot_index[node_type])
-        return self.cold[node_type]
-
-    def given_values(
-        self, relation: EdgeType, conv: Any, inputs: tuple
-    ) -> dict[str, Tensor]:
-        """The relation's edge values among a conv's other inputs, by name.
-
-        Raises:
-            NotImplementedError: a tensor that is none of them, which
-                OrchModel cannot cut to each layer's edges.
-        """
-        known = {
-            name: by_relation[relation]
-            for name, by_relation in self.edge_values.items()
-            if relation in by_relation
-        }
-        given = {}
-        for value in inputs:
-            if not isinstance(value, Tensor):
-                continue
-            name = next((n for n, v in known.items() if v is value), None)
-            if name is None:
-                raise NotImplementedError(
-                    f"{type(conv).__name__} of relation {relation} got a tensor "
-                    f"besides x and edge_index that is not the batch's "
-                    f"edge_weight or edge_attr of that relation, so OrchModel "
-                    f"cannot cut it to each layer's edges. Hand the convs the "
-                    f"batch's values, or use the plain model"
-                )
-            given[name] = value
-        return given
-
-    def relation(self, edge_index: Any) -> EdgeType:
-        for edge_type, tensor in self.edge_index.items():
-            if tensor is edge_index:
-                return edge_type
-        raise ValueError(
-            "OrchModel runs a heterogeneous model's relation convs on the "
-            "batch's own edges, but a conv got an edge_index that is none of "
-            "batch.edge_index_dict's: call each relation's conv on its "
-            "edge_index as to_hetero and HeteroConv do, or use hot_ratio=0 "
-            "with the plain model"
-        )
+_ROWS_DIFFER = (
+    "the model combined a relation conv's output with a tensor of other rows. "
+    "OrchModel cuts each layer's convs to the rows the layer outputs; a "
+    "module applied to the layer's input gets those rows too, but only once "
+    "a conv of the layer took that input, as in `conv(x, edge_index) + "
+    "lin(x)` (PyG's order), not `lin(x) + conv(x, edge_index)`; a residual "
+    "`x + conv(x, edge_index)` gets none. Call the convs first and pass the "
+    "input through a module, or train the plain model on the loader's "
+    "batches with hot_ratio=0"
+)
 
 
 class HeteroLayers:
@@ -165,6 +102,7 @@ class HeteroLayers:
 
     Raises:
         TypeError: ``model`` has no relation convs.
+        NotImplementedError: a ``GCNConv`` relation conv.
 
     Example:
         >>> from torch_geometric.nn import GraphSAGE, to_hetero
@@ -182,6 +120,7 @@ class HeteroLayers:
                 f"model or a model of HeteroConv layers; {type(model).__name__} "
                 f"has no conv per relation"
             )
+        _refuse_gcn(convs)
         self.model = model
         self.edge_keywords = edge_keywords(model)
         self.bottom: dict[EdgeType, MessagePassing] = {}
@@ -191,7 +130,9 @@ class HeteroLayers:
             conv.register_forward_hook(self._finish)
             conv.register_aggregate_forward_hook(self._inject_hot_rows)
             conv.register_message_and_aggregate_forward_hook(self._inject_hot_rows)
-        self._forward: _Forward | None = None
+        for module in _modules_beside(model, [conv for _, conv in convs]):
+            module.register_forward_pre_hook(self._cut_beside)
+        self._forward: HeteroForward | None = None
         # (hot rows or None for all rows, their values) of the conv running.
         self._hot_rows: tuple[Tensor | None, Tensor] | None = None
         # (hot rows, their outputs) that replace the running conv's output.
@@ -314,9 +255,9 @@ class HeteroLayers:
         x = {t: self._as_input(v.to(device)) for t, v in data.x_dict.items()}
         values = self.edge_values(data, device)
         convs = relation_convs(self.model)
-        if any(cache_kind(conv) in (None, "gcn") for _, conv in convs):
+        if any(cache_kind(conv) is None for _, conv in convs):
             return self._call(x, edge_index, values)
-        self._forward = _Forward(0, {}, {}, edge_index, x, {}, {}, values, data)
+        self._forward = HeteroForward(0, {}, {}, edge_index, x, {}, {}, values, data)
         try:
             return self._call(x, edge_index, values)
         finally:
@@ -375,13 +316,17 @@ class HeteroLayers:
         num_layers = max((len(hops) for hops in edges.values()), default=0)
         self._check_served(hot_index, hot_agg)
         values = edge_values or {}
-        self._forward = _Forward(
+        self._forward = HeteroForward(
             num_layers, nodes, edges, edge_index, x, hot_index, hot_agg, values,
             embedded=embedded,
         )  # fmt: skip
         try:
             out = self._call(x, edge_index, values)
             calls = self._forward.calls
+        except RuntimeError as error:
+            if "must match the size" not in str(error):
+                raise
+            raise ValueError(_ROWS_DIFFER) from error
         finally:
             self._forward, self._hot_rows, self._output = None, None, None
             self._embedded_rows = None
@@ -453,6 +398,8 @@ class HeteroLayers:
                 self._embedded_rows = hot  # replace the output's rows
             else:
                 self._hot_rows = hot  # replace the aggregation's rows
+        forward.took(x_dst, num_dst)
+        forward.took(x_src, sum(forward.nodes[source][:hops]))
         inputs = (_rows(x_src, num_src), _rows(x_dst, num_dst))
         kind = None if given else self._fused_kind(conv, x_dst)
         if kind is not None:
@@ -468,6 +415,14 @@ class HeteroLayers:
         edges = _edges(conv, src, dst, inputs[0], num_dst, kwargs, given)
         rest, kwargs = _cut_values(rest, kwargs, lambda value: value[:num_edges][keep])
         return (inputs, edges, *rest), kwargs
+
+    def _cut_beside(self, module: torch.nn.Module, args: tuple) -> tuple | None:
+        # A module of a layer's input beside its convs gets the rows they output.
+        forward = self._forward
+        if forward is None or forward.whole is not None or not args:
+            return None
+        cut = forward.beside(args[0])
+        return None if cut is args[0] else (cut, *args[1:])
 
     def _whole_neighbourhood(
         self,
@@ -489,7 +444,7 @@ class HeteroLayers:
         self._hot_rows = (None, agg.to(x_dst.device))
 
     def _check_bottom(
-        self, conv: Any, relation: EdgeType, x: tuple, forward: _Forward
+        self, conv: Any, relation: EdgeType, x: tuple, forward: HeteroForward
     ) -> None:
         # The cache holds aggregates of raw features for the bottom conv (or
         # its outputs on raw features: embeddings, which read x_dst too).
@@ -575,6 +530,33 @@ def check_edge_values(
                     f"(as to_hetero and HeteroConv do), or delete {name} "
                     f"from the graph if the model should not read it"
                 )
+
+
+def _refuse_gcn(convs: list[tuple[EdgeType, MessagePassing]]) -> None:
+    # GCNConv takes no (x_src, x_dst) pair, and its normalisation needs the
+    # degrees of the whole batch graph, not of the rows a layer outputs.
+    gcn = [relation for relation, conv in convs if isinstance(conv, GCNConv)]
+    if gcn:
+        raise NotImplementedError(
+            f"OrchModel runs each relation conv of a heterogeneous model on "
+            f"the rows its layer needs, as a bipartite (x_src, x_dst) pair, "
+            f"which GCNConv refuses (and its normalisation needs the degrees "
+            f"of the whole batch graph); these relations have one: {gcn}. Use "
+            f"GraphConv or SAGEConv there, or train the plain model on the "
+            f"loader's batches with hot_ratio=0"
+        )
+
+
+def _modules_beside(
+    model: torch.nn.Module, convs: list[MessagePassing]
+) -> list[torch.nn.Module]:
+    # The model's modules but the model itself, its relation convs and theirs.
+    inside = {id(module) for conv in convs for module in conv.modules()}
+    return [
+        module
+        for module in model.modules()
+        if module is not model and id(module) not in inside
+    ]
 
 
 def _per_hop_counts(

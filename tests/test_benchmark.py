@@ -200,11 +200,11 @@ def test_aggregate_benchmark_prints_a_row_per_way(capsys):
     assert sum(line.startswith("memory read (") for line in lines) == 1
 
 
-@pytest.mark.slow
-def test_epoch_benchmark_times_bf16_rows_with_half_the_bytes_gathered(capsys):
+@pytest.mark.slow  # each configuration runs in a spawned process
+def test_epoch_benchmark_prints_every_configuration(capsys, slow_unregister):
     argv = ["epoch", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "2",
             "--warmup", "1", "--batch-size", "64", "--hidden-channels", "16",
-            "--num-neighbors", "5", "5", "--hot-ratios", "0.2",
+            "--num-neighbors", "5", "5", "--hot-ratios", "0", "0.2",
             "--precisions", "fp32", "bf16"]  # fmt: skip
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -212,43 +212,26 @@ def test_epoch_benchmark_times_bf16_rows_with_half_the_bytes_gathered(capsys):
     names = [row.split("  ")[0] for row in rows]
     assert names == [
         "PyG NeighborLoader + GraphSAGE (trim_to_layer)",
+        "pyg_orch hot_ratio=0",
         "pyg_orch hot_ratio=0.2",
         "PyG NeighborLoader + GraphSAGE, autocast bf16",
+        "pyg_orch hot_ratio=0 bf16",
         "pyg_orch hot_ratio=0.2 bf16",
     ]
-    pairs = zip(names, rows, strict=True)
-    gathered = {name: float(row.split()[-5]) for name, row in pairs}
+    assert rows[0].split()[-2:] == ["1.00x", "1.00x"]
+    by_name = dict(zip(names, rows, strict=True))
+    gathered = {name: float(row.split()[-5]) for name, row in by_name.items()}
     # The same batches, features and hot aggregates in half the bytes.
     half = gathered["pyg_orch hot_ratio=0.2 bf16"]
     assert half == pytest.approx(gathered["pyg_orch hot_ratio=0.2"] / 2, abs=0.1)
-    # The bf16 row against its own peer: plain PyG under the same autocast.
+    # The bf16 rows against their own peer: plain PyG under the same autocast.
     against = next(line for line in lines if line.startswith("against plain PyG"))
     assert against.startswith("against plain PyG under autocast bf16 (its ")
-    total = {
-        name: float(row.split()[-11]) for name, row in zip(names, rows, strict=True)
-    }
+    total = {name: float(row.split()[-11]) for name, row in by_name.items()}
     printed = float(against.rsplit(" ", 1)[1].rstrip("x"))
-    assert against.count("pyg_orch") == 1
-    assert_printed_ratio(printed, total[names[2]], total[names[3]], 0.1, 0.01)
-
-
-@pytest.mark.slow
-def test_epoch_benchmark_prints_every_configuration(capsys, slow_unregister):
-    argv = ["epoch", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "2"]
-    assert (
-        main([*argv, "--warmup", "1", "--batch-size", "64", "--hidden-channels", "16"])
-        == 0
-    )
-    lines = capsys.readouterr().out.splitlines()
-    rows = [line for line in lines if line.startswith(("PyG", "pyg_orch"))]
-    assert [row.split("  ")[0] for row in rows] == [
-        "PyG NeighborLoader + GraphSAGE (trim_to_layer)",
-        "pyg_orch hot_ratio=0",
-        "pyg_orch hot_ratio=0.1",
-        "pyg_orch hot_ratio=0.2",
-    ]
-    assert rows[0].split()[-2:] == ["1.00x", "1.00x"]
-    # Each hot ratio's child made tqdm's lock (presampling) and freed it.
+    assert against.count("pyg_orch") == 2
+    assert_printed_ratio(printed, total[names[3]], total[names[5]], 0.1, 0.01)
+    # Each hot child made tqdm's lock (presampling) and freed it.
     _check_children_unregistered(slow_unregister, semaphores=2)
 
 
@@ -412,25 +395,15 @@ def test_inference_benchmark_times_both_ways(capsys, graph):
         assert_printed_ratio(ratio, numerator, later, 0.1, 0.01)
 
 
-@pytest.mark.slow
-def test_gpu_benchmark_runs_in_bf16_on_the_cpu_too(capsys):
-    argv = ["gpu", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "2",
+@pytest.mark.slow  # each configuration runs in a spawned process
+def test_gpu_benchmark_runs_on_the_cpu_too_in_bf16(capsys):
+    argv = ["gpu", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "3",
             "--warmup", "1", "--batch-size", "64", "--hidden-channels", "16",
             "--modes", "static", "--device-cache", "100000",
             "--precision", "bf16"]  # fmt: skip
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "precision bf16" in lines[0]
-    rows = [line for line in lines if line.startswith(("PyG", "pyg_orch"))]
-    assert len(rows) == 3 and rows[0].split()[-3] == "1.00x"
-
-
-@pytest.mark.slow
-def test_gpu_benchmark_runs_on_the_cpu_too(capsys):
-    argv = ["gpu", "--num-nodes", "3000", "--avg-degree", "8", "--batches", "3"]
-    argv += ["--warmup", "1", "--batch-size", "64", "--hidden-channels", "16"]
-    assert main([*argv, "--modes", "static", "--device-cache", "100000"]) == 0
-    lines = capsys.readouterr().out.splitlines()
     rows = [line for line in lines if line.startswith(("PyG", "pyg_orch"))]
     assert [row.split("  ")[0] for row in rows] == [
         "PyG NeighborLoader + GraphSAGE (trim_to_layer)",

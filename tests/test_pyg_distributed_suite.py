@@ -23,13 +23,32 @@ TESTS = Path(__file__).parent
 ROOT = Path(__file__).parents[1]
 
 # No skip is allowed. Every case of the 9 files runs with -m full (66 cases,
-# about 8 minutes on 2 cores); -m slow, which CI runs, leaves out the cases
-# that repeat a temporal test with a second and third seed time (17), so that
-# every test function and sampling strategy still runs.
+# about 8 minutes on 2 cores). -m slow, which CI runs, runs every test
+# function once per kind of seed: it leaves out the cases that repeat a
+# temporal test with a second and third seed time (17), the non-disjoint
+# twins of the disjoint sampler cases (4), and one of the two temporal
+# strategies of each sampler test that has both (6), alternating, so that
+# both strategies still run.
 ALLOWED_SKIPS = 0
+_TWINS = [
+    "pyg_test_dist_link_neighbor_sampler.py::test_dist_link_neighbor_sampler[False]",
+    "pyg_test_dist_link_neighbor_sampler.py::test_dist_link_neighbor_sampler_hetero[False]",
+    "pyg_test_dist_neighbor_sampler.py::test_dist_neighbor_sampler[False]",
+    "pyg_test_dist_neighbor_sampler.py::test_dist_neighbor_sampler_hetero[False]",
+    "pyg_test_dist_link_neighbor_sampler.py::test_dist_link_neighbor_sampler_temporal[uniform-None]",
+    "pyg_test_dist_link_neighbor_sampler.py::test_dist_link_neighbor_sampler_edge_level_temporal[last-seed_time0]",
+    "pyg_test_dist_link_neighbor_sampler.py::test_dist_link_neighbor_sampler_temporal_hetero[uniform-None]",
+    "pyg_test_dist_link_neighbor_sampler.py::test_dist_link_neighbor_sampler_edge_level_temporal_hetero[last-seed_time0]",
+    "pyg_test_dist_neighbor_sampler.py::test_dist_neighbor_sampler_temporal_hetero[uniform-None]",
+    "pyg_test_dist_neighbor_sampler.py::test_dist_neighbor_sampler_edge_level_temporal_hetero[last-seed_time0]",
+]  # fmt: skip
 SELECTIONS = {
     "every case": ([], 66),
-    "every test and strategy": (["-k", "not seed_time1 and not seed_time2"], 49),
+    "every test once": (
+        ["-k", "not seed_time1 and not seed_time2"]
+        + [argument for twin in _TWINS for argument in ("--deselect", twin)],
+        39,
+    ),
 }
 
 
@@ -55,7 +74,7 @@ def _processes_in(folder: Path) -> set[int]:
     "selection",
     [
         pytest.param("every case", marks=pytest.mark.full),
-        pytest.param("every test and strategy", marks=pytest.mark.slow),
+        pytest.param("every test once", marks=pytest.mark.slow),
     ],
 )
 def test_pyg_distributed_tests_pass_without_pyg_lib(selection):

@@ -368,7 +368,7 @@ def test_compilations_are_counted_as_numba_reports_them():
     assert own_compilations(second.buffer) == (0, 0.0)
 
 
-@pytest.mark.slow  # compiles every kernel once in a fresh cache (about a minute)
+@pytest.mark.full  # compiles every kernel once in a fresh cache (about a minute)
 def test_the_compile_notice_tells_a_first_run_from_a_cached_one(tmp_path):
     environment = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     command = [sys.executable, "-m", "pyg_orch", "train", "--epochs", "2",

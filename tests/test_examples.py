@@ -233,6 +233,7 @@ def test_train_multi_gpu_with_two_ranks():
     assert "rank 1/2 epoch 1:" in result.stdout
 
 
+@pytest.mark.slow  # partitions Cora and trains 2 ranks for 10 epochs
 def test_train_partitioned_matches_one_machine():
     # Two processes, each with half of Cora, 32 seeds per step each: the
     # steps of one process with 64 (the single-machine run below).

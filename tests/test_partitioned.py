@@ -3,7 +3,8 @@
 Each test partitions a graph with ``partition_graph``, runs one process per
 partition with ``spawn_ranks`` and checks what the ranks return against the
 whole graph: plain PyG models on ``data.x`` and ``data.edge_index``, and the
-graph's own rows.
+graph's own rows. Each spawns ranks (seconds of imports each): the README's
+``pytest`` runs two, on one node type and on several; the rest are slow.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ def test_hot_vertices_cut_remote_rows(graph, tmp_path):
     assert traffic[0.2] < 0.6 * traffic[0.0], traffic
 
 
+@pytest.mark.slow
 def test_link_batches_are_real_edges(graph, tmp_path):
     root = _partition(graph, tmp_path, 2, 0.2)
     results = spawn_ranks(ranks.link_batches, 2, (root, [3, 2]), timeout=60)
@@ -143,7 +145,8 @@ def test_link_batches_are_real_edges(graph, tmp_path):
     assert labelled == graph.num_edges
 
 
-@pytest.mark.parametrize("hot_ratio", [pytest.param(0.0, marks=pytest.mark.slow), 0.3])
+@pytest.mark.slow
+@pytest.mark.parametrize("hot_ratio", [0.0, 0.3])
 def test_edge_weights_are_carried_and_weigh_as_on_one_machine(
     graph, tmp_path, hot_ratio
 ):
@@ -216,6 +219,7 @@ def test_hetero_outputs_equal_the_whole_graph_model(mag, tmp_path, hot_ratio):
     _hetero_outputs(data, tmp_path / "mag", 2, hot_ratio)
 
 
+@pytest.mark.slow
 def test_hetero_types_of_their_own_widths_are_served_their_own_rows(mag, tmp_path):
     # PyG's Partitioner pads every type's x to the widest. Every relation's
     # edge_weight is carried by edge id too (the model reads none of them).
@@ -236,7 +240,8 @@ def test_hetero_types_of_their_own_widths_are_served_their_own_rows(mag, tmp_pat
     assert checked > 0
 
 
-@pytest.mark.parametrize("num_parts", [2, pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("num_parts", [2, 3])
 def test_a_part_without_an_edge_of_a_rare_relation_samples_exactly(
     mag, tmp_path, num_parts
 ):
@@ -267,6 +272,7 @@ def _ranks_alive() -> list[int]:
     return ranks_alive
 
 
+@pytest.mark.slow
 def test_a_killed_rank_stops_the_job_with_its_name(graph, tmp_path):
     root = _partition(graph, tmp_path, 2, 0.0)
     start = time.monotonic()

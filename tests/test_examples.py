@@ -219,6 +219,7 @@ def test_train_synthetic():
     _check_trained(_run("train_synthetic.py", *TINY, *args))
 
 
+@pytest.mark.slow  # spawns 2 ranks
 def test_train_multi_gpu_with_two_ranks():
     # torchrun's own entry point, two CPU ranks over gloo on Cora (~10 s).
     result = subprocess.run(

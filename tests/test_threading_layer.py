@@ -111,6 +111,7 @@ def test_numba_runs_tbb_once_pyg_orch_is_imported():
     assert result.stdout.split() == ["tbb"]
 
 
+@pytest.mark.slow  # trains in a subprocess whose workers fork
 def test_cli_trains_with_hot_vertices_and_worker_processes():
     result = subprocess.run(
         [sys.executable, "-m", "pyg_orch", "train", "--hot-ratio", "0.2",

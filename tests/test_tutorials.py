@@ -32,9 +32,10 @@ def test_tutorial_is_stored_without_outputs(path):
         assert cell["outputs"] == [], f"cell {index} has outputs"
 
 
-# Notebooks whose run takes most of a minute: the slow tests run them (and the
-# docs build executes every notebook).
-SLOW = {"hetero_and_links.ipynb"}
+# The README's pytest runs the drop-in tutorial; the slow tests run the rest,
+# which take 10 s to most of a minute each (and the docs build executes every
+# notebook).
+SLOW = {"hetero_and_links.ipynb", "pipeline.ipynb", "choosing_hot_set.ipynb"}
 
 
 @pytest.mark.parametrize(

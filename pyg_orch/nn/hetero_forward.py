@@ -107,6 +107,11 @@ class HeteroForward:
         return given
 
     def relation(self, edge_index: Any) -> EdgeType:
+        """The relation whose batch ``edge_index`` a conv was given.
+
+        Raises:
+            ValueError: ``edge_index`` is none of the batch's.
+        """
         for edge_type, tensor in self.edge_index.items():
             if tensor is edge_index:
                 return edge_type

@@ -50,13 +50,13 @@ class HeteroForward:
     embedded: bool = False
     calls: dict[EdgeType, int] = field(default_factory=dict)
     cold: dict[str, Tensor] = field(default_factory=dict)
-    # The inputs the convs took so far, each with the rows its layer outputs.
-    taken: list[tuple[Tensor, int]] = field(default_factory=list)
+    # The inputs the convs took so far, by id (held, so no id is reused while
+    # this pass lasts), each with the rows its layer outputs.
+    taken: dict[int, tuple[Tensor, int]] = field(default_factory=dict)
 
     def took(self, x: Tensor, rows: int) -> None:
         """Records that a conv took ``x``, of which its layer outputs ``rows``."""
-        if not any(taken is x for taken, _ in self.taken):
-            self.taken.append((x, rows))
+        self.taken.setdefault(id(x), (x, rows))
 
     def beside(self, x: Any) -> Any:
         """``x`` cut to its layer's rows where a conv took it, else ``x``.
@@ -65,10 +65,8 @@ class HeteroForward:
         conv's output (``conv(x, edge_index) + lin(x)``); the convs output
         only the rows their layer needs, so such a module gets those rows.
         """
-        for taken, rows in self.taken:
-            if taken is x:
-                return x[:rows]
-        return x
+        taken = self.taken.get(id(x))
+        return x if taken is None else x[: taken[1]]
 
     def cold_mask(self, node_type: str, num_dst: int) -> Tensor:
         """The bottom layer's mask of the ``num_dst`` rows of ``node_type`` not hot."""
